@@ -1,0 +1,373 @@
+"""The record state machine, read top to bottom for one invocation.
+
+`IdempotentCall.flow` is a generator that *describes* an invocation: it yields the effects it
+needs (a store call, a pause, running the body) and receives their outcomes. `run_sync` and
+`run_async` carry the effects out, so `def` and `async def` functions share one state machine and
+waiting in async code never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from idempotent_lambda._cache import LocalCache
+from idempotent_lambda._identity import Invocation
+from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda._result_codec import (
+    decode_result,
+    encode_result,
+    unstorable_marker,
+    unstorable_reason,
+)
+from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyUnstorableResultError,
+    IdempotencyValidationError,
+)
+from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+T = TypeVar("T")
+
+#: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
+#: instance whose clock runs ahead by up to this much cannot take over a live invocation.
+CLOCK_SKEW_TOLERANCE_MS = 1000
+#: Polling while waiting for an in-progress duplicate: first pause, growth factor, longest pause.
+_WAIT_FIRST_S, _WAIT_FACTOR, _WAIT_MAX_S = 0.02, 1.5, 0.5
+#: A waiter gives up this long before its own deadline, to leave time to answer.
+_WAIT_DEADLINE_MARGIN_MS = 200
+#: Bound on claim attempts in one invocation (each retry follows a release or a lease end).
+_MAX_CLAIM_ATTEMPTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """Effect: call a store method (in a worker thread when running async)."""
+
+    operation: str
+    function: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Effect: wait this many seconds."""
+
+    seconds: float
+
+
+class RunBody:
+    """Effect: run the decorated function and send back its result."""
+
+
+RUN_BODY = RunBody()
+Effect = StoreCall | Pause | RunBody
+Flow = Generator[Effect, Any, Any]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Store time and round trips of one invocation (local to it, never shared)."""
+
+    store_ms: float = 0.0
+    store_calls: int = 0
+
+
+class IdempotentCall:
+    """Everything one decorated function needs across invocations: store, config, cache."""
+
+    def __init__(
+        self,
+        *,
+        store: PersistenceStore,
+        config: IdempotencyConfig,
+        function_name: str,
+        serializer: Any,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.function_name = function_name
+        self.serializer = serializer
+        self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
+
+    def flow(self, inv: Invocation) -> Flow:
+        """Describe one invocation: replay, wait, refuse, or run and record the body."""
+        tally = _Tally()
+        clock = self.store.clock
+        if self.cache is not None:
+            cached = self.cache.get(inv.key, clock.now_ms())
+            if cached is not None:
+                self._validate(cached, inv, tally)
+                return self._replay(cached, inv, tally, source="cache")
+
+        previous: IdempotencyRecord | None = None
+        source = "store"
+        for _attempt in range(_MAX_CLAIM_ATTEMPTS):
+            now = clock.now_ms()
+            claim = IdempotencyRecord(
+                idempotency_key=inv.key,
+                status=Status.IN_PROGRESS,
+                expiry_timestamp=inv.expiry_seconds(now, self.config.expires_after_seconds),
+                in_progress_expiry_timestamp=inv.lease_end_ms,
+                payload_hash=inv.payload_hash,
+                owner=inv.owner,
+            )
+            outcome = yield from self._store(
+                tally,
+                inv,
+                StoreCall(
+                    "claim",
+                    self.store.claim,
+                    (claim,),
+                    {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS},
+                ),
+            )
+            if outcome.claimed:
+                previous = outcome.previous
+                break
+            existing: IdempotencyRecord | None = outcome.previous
+            if existing is not None:
+                self._validate(existing, inv, tally)
+                if existing.status is Status.COMPLETED:
+                    if self.cache is not None:
+                        self.cache.put(existing)
+                    return self._replay(existing, inv, tally, source=source)
+            existing = yield from self._wait(inv, existing, tally)
+            if existing is not None:
+                self._validate(existing, inv, tally)
+                return self._replay(existing, inv, tally, source="wait")
+            source = "wait"  # the holder released or its lease passed: claim again
+        else:
+            raise IdempotencyPersistenceLayerError(
+                f"the store refused {_MAX_CLAIM_ATTEMPTS} claims in a row without a live holder"
+            )
+
+        took_over = previous is not None and not previous.is_expired(now)
+        started = time.perf_counter()
+        try:
+            result = yield RUN_BODY
+        except BaseException as exc:
+            handler_ms = _ms_since(started)
+            yield from self._release(inv, tally, exc, handler_ms)
+            raise
+        handler_ms = _ms_since(started)
+        return (yield from self._complete(inv, tally, result, handler_ms, took_over))
+
+    def _complete(
+        self, inv: Invocation, tally: _Tally, result: Any, handler_ms: float, took_over: bool
+    ) -> Flow:
+        try:
+            data = encode_result(self._to_storable(result))
+            ok = yield from self._write_completed(inv, tally, data)
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._store_marker(inv, tally, str(exc), handler_ms)
+            raise
+        except IdempotencyPersistenceLayerError as exc:
+            self._report(Outcome.COMPLETE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            return result
+        if not ok:
+            self._report(Outcome.LEASE_LOST, inv, tally, handler_ms)
+            return result
+        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, tally, handler_ms)
+        return result
+
+    def _to_storable(self, result: Any) -> Any:
+        try:
+            return self.serializer.to_dict(result)
+        except Exception as exc:
+            raise IdempotencyUnstorableResultError(
+                f"output serializer failed on a {type(result).__name__} result: "
+                f"{type(exc).__name__}"
+            ) from exc
+
+    def _write_completed(self, inv: Invocation, tally: _Tally, data: str) -> Flow:
+        record = IdempotencyRecord(
+            idempotency_key=inv.key,
+            status=Status.COMPLETED,
+            expiry_timestamp=self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds,
+            response_data=data,
+            payload_hash=inv.payload_hash,
+            owner=inv.owner,
+        )
+        ok = yield from self._store(
+            tally, inv, StoreCall("complete", self.store.complete, (record,)), report_errors=False
+        )
+        if ok and self.cache is not None:
+            self.cache.put(record)
+        return ok
+
+    def _store_marker(self, inv: Invocation, tally: _Tally, reason: str, handler_ms: float) -> Flow:
+        """Complete with a marker so retries raise too instead of running the body again."""
+        try:
+            yield from self._write_completed(inv, tally, unstorable_marker(reason))
+        except IdempotencyPersistenceLayerError as exc:
+            self._report(Outcome.COMPLETE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            return
+        self._report(Outcome.UNSTORABLE, inv, tally, handler_ms)
+
+    def _release(
+        self, inv: Invocation, tally: _Tally, original: BaseException, handler_ms: float
+    ) -> Flow:
+        try:
+            released = yield from self._store(
+                tally,
+                inv,
+                StoreCall("release", self.store.release, (inv.key, inv.owner)),
+                report_errors=False,
+            )
+        except IdempotencyPersistenceLayerError as exc:
+            original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
+            self._report(Outcome.RELEASE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            return
+        outcome = Outcome.RELEASED if released else Outcome.LEASE_LOST
+        self._report(outcome, inv, tally, handler_ms)
+
+    def _wait(
+        self, inv: Invocation, holder: IdempotencyRecord | None, tally: _Tally
+    ) -> Generator[Effect, Any, IdempotencyRecord | None]:
+        """Poll until the holder completes (return its record) or gives the key up (None).
+
+        Raises `IdempotencyAlreadyInProgressError` when waiting is off or its budget runs out.
+        """
+        clock = self.store.clock
+        budget_end = clock.now_ms() + int(self.config.wait_for_in_progress_seconds * 1000)
+        if inv.deadline_ms is not None:
+            budget_end = min(budget_end, inv.deadline_ms - _WAIT_DEADLINE_MARGIN_MS)
+        pause = _WAIT_FIRST_S
+        while holder is not None and holder.status is Status.IN_PROGRESS:
+            now = clock.now_ms()
+            if holder.lease_passed(now - CLOCK_SKEW_TOLERANCE_MS):
+                return None
+            if now + pause * 1000 > budget_end:
+                self._report(Outcome.IN_PROGRESS, inv, tally, None)
+                raise IdempotencyAlreadyInProgressError(
+                    "another invocation is processing this idempotency key",
+                    lease_expires_at_ms=holder.in_progress_expiry_timestamp,
+                )
+            yield Pause(pause)
+            pause = min(pause * _WAIT_FACTOR, _WAIT_MAX_S)
+            holder = yield from self._store(
+                tally, inv, StoreCall("get", self.store.get, (inv.key,))
+            )
+        if holder is None or holder.is_expired(clock.now_ms()):
+            return None
+        return holder
+
+    def _store(
+        self, tally: _Tally, inv: Invocation, call: StoreCall, *, report_errors: bool = True
+    ) -> Flow:
+        started = time.perf_counter()
+        try:
+            return (yield call)
+        except IdempotencyPersistenceLayerError as exc:
+            if report_errors:
+                self._report(Outcome.STORE_ERROR, inv, tally, None, error=_cause_name(exc))
+            raise
+        finally:
+            tally.store_ms += _ms_since(started)
+            tally.store_calls += 1
+
+    def _validate(self, record: IdempotencyRecord, inv: Invocation, tally: _Tally) -> None:
+        if inv.payload_hash is not None and record.payload_hash != inv.payload_hash:
+            self._report(Outcome.VALIDATION_FAILED, inv, tally, None)
+            raise IdempotencyValidationError(
+                "the payload differs from the one first sent with this idempotency key"
+            )
+
+    def _replay(
+        self, record: IdempotencyRecord, inv: Invocation, tally: _Tally, source: str
+    ) -> Any:
+        self._report(Outcome.REPLAYED, inv, tally, None, source=source)
+        data = record.response_data
+        if data is None:
+            raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
+        reason = unstorable_reason(data)
+        if reason is not None:
+            raise IdempotencyUnstorableResultError(
+                f"the first call ran, but its result could not be stored: {reason}"
+            )
+        response = self.serializer.from_dict(decode_result(data))
+        hook = self.config.response_hook
+        return response if hook is None else hook(response, record)
+
+    def _report(
+        self,
+        outcome: Outcome,
+        inv: Invocation,
+        tally: _Tally,
+        handler_ms: float | None,
+        *,
+        source: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        report(
+            Decision(
+                outcome=outcome,
+                function=self.function_name,
+                key=inv.key,
+                store_ms=tally.store_ms,
+                handler_ms=handler_ms,
+                store_calls=tally.store_calls,
+                source=source,
+                error=error,
+            ),
+            self.config.decision_hook,
+        )
+
+
+def run_sync(flow: Flow, body: Callable[[], T]) -> T:
+    """Carry out a flow's effects in this thread and return its result."""
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = flow.send(sent) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        sent, error = None, None
+        try:
+            if isinstance(effect, StoreCall):
+                sent = effect.function(*effect.args, **effect.kwargs)
+            elif isinstance(effect, Pause):
+                time.sleep(effect.seconds)
+            else:
+                sent = body()
+        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
+            error = exc
+
+
+async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
+    """Carry out a flow's effects without blocking the event loop and return its result."""
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = flow.send(sent) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        sent, error = None, None
+        try:
+            if isinstance(effect, StoreCall):
+                sent = await asyncio.to_thread(effect.function, *effect.args, **effect.kwargs)
+            elif isinstance(effect, Pause):
+                await asyncio.sleep(effect.seconds)
+            else:
+                sent = await body()
+        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
+            error = exc
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _cause_name(exc: BaseException) -> str:
+    cause = exc.__cause__
+    return type(cause if cause is not None else exc).__name__

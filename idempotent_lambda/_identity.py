@@ -1,0 +1,119 @@
+"""An invocation's identity: key, validation hash, owner token and lease, computed once."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jmespath
+
+from idempotent_lambda._canonical import canonical_bytes, to_plain
+from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
+from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.exceptions import IdempotencyKeyError
+
+_hashers: dict[str, Callable[[bytes], Any]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """Who this invocation is, as every store call needs it.
+
+    Attributes:
+        key: ``"{prefix}#{hexdigest}"``.
+        payload_hash: Hex digest of the validated part of the payload, or None.
+        owner: Fresh random token fencing this invocation's claim.
+        lease_end_ms: When this invocation's claim stops protecting it.
+        deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
+    """
+
+    key: str
+    payload_hash: str | None
+    owner: str
+    lease_end_ms: int
+    deadline_ms: int | None
+
+    def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
+        """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
+        return max(now_ms // 1000 + expires_after_seconds, math.ceil(self.lease_end_ms / 1000))
+
+
+def default_prefix(function: Callable[..., Any]) -> str:
+    """Return ``"{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}"`` (env read now)."""
+    name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+    return f"{name}.{function.__module__}.{function.__qualname__}"
+
+
+def digest(config: IdempotencyConfig, value: Any) -> str:
+    """Hash the canonical JSON of ``value`` with the config's hash function."""
+    hasher = _hashers.get(config.hash_function)
+    if hasher is None:
+        name = config.hash_function
+        hasher = getattr(hashlib, name, None) or (lambda data: hashlib.new(name, data))
+        _hashers[name] = hasher
+    try:
+        return str(hasher(canonical_bytes(value)).hexdigest())
+    except RecursionError as exc:
+        raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
+
+
+def is_missing(material: Any) -> bool:
+    """Tell whether key material counts as absent (None, "", empty or all-None containers)."""
+    if material is None or material == "":
+        return True
+    if isinstance(material, list | tuple | dict | set | frozenset):
+        values = material.values() if isinstance(material, dict) else material
+        return all(item is None for item in values)
+    return False
+
+
+def derive_invocation(
+    config: IdempotencyConfig,
+    payload: Any,
+    *,
+    prefix: str,
+    now_ms: int,
+    context: LambdaContextLike | None,
+) -> Invocation | None:
+    """Compute the invocation's identity; None when there is no key material.
+
+    Raises:
+        IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
+            found something that cannot be hashed.
+    """
+    plain = to_plain(payload)
+    options = jmespath.Options(custom_functions=config._make_functions())
+    material = _search(config._key_expression, plain, options, "event_key_jmespath")
+    if is_missing(material):
+        if config.raise_on_no_idempotency_key:
+            raise IdempotencyKeyError("no idempotency key found in the payload")
+        return None
+    payload_hash = None
+    if config._validation_expression is not None:
+        validated = _search(
+            config._validation_expression, plain, options, "payload_validation_jmespath"
+        )
+        payload_hash = digest(config, validated)
+    remaining = remaining_ms(context)
+    lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000
+    return Invocation(
+        key=f"{prefix}#{digest(config, material)}",
+        payload_hash=payload_hash,
+        owner=secrets.token_hex(16),
+        lease_end_ms=now_ms + lease_ms,
+        deadline_ms=None if remaining is None else now_ms + remaining,
+    )
+
+
+def _search(expression: Any, payload: Any, options: jmespath.Options, name: str) -> Any:
+    if expression is None:
+        return payload
+    try:
+        return expression.search(payload, options=options)
+    except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
+        raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc

@@ -1,0 +1,110 @@
+"""Serialise results for storage so that every value replays exactly.
+
+Stored ``data`` is JSON text. Values plain JSON cannot carry are wrapped in one-key objects whose
+key starts with ``$``::
+
+    {"$decimal": "1.10"}        decimal.Decimal (exact text)
+    {"$float": "nan"}           non-finite floats
+    {"$bytes": "<base64>"}      bytes
+    {"$tuple": [...]}           tuple
+    {"$set": [...]}             set / frozenset
+    {"$map": [[k, v], ...]}     a dict whose keys are not all strings, or include a key starting
+                                with "$" (so user data can never be mistaken for a wrapper)
+    {"$unstorable": "<why>"}    marker stored instead of a result that could not be stored
+
+Everything else — ``{}``, ``[]``, ``0``, ``False``, ``""``, ``None``, nesting — is plain JSON, so
+falsy results replay as themselves and not as ``None``.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import json
+import math
+from typing import Any
+
+from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+
+UNSTORABLE_TAG = "$unstorable"
+_TAGS = frozenset({"$decimal", "$float", "$bytes", "$tuple", "$set", "$map", UNSTORABLE_TAG})
+
+
+def encode_result(value: Any) -> str:
+    """Return the stored text of ``value``.
+
+    Raises:
+        IdempotencyUnstorableResultError: ``value`` holds something with no stored form.
+    """
+    try:
+        return json.dumps(_wrap(value), separators=(",", ":"), ensure_ascii=False)
+    except RecursionError as exc:
+        raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
+
+
+def decode_result(text: str) -> Any:
+    """Invert `encode_result`."""
+    return json.loads(text, object_hook=_unwrap)
+
+
+def unstorable_marker(reason: str) -> str:
+    """Return the stored text that stands for a result that could not be stored."""
+    return json.dumps({UNSTORABLE_TAG: reason}, separators=(",", ":"))
+
+
+def unstorable_reason(text: str) -> str | None:
+    """Return the reason when ``text`` is an unstorable-result marker, else None."""
+    if not text.startswith('{"' + UNSTORABLE_TAG):
+        return None
+    parsed = json.loads(text)
+    return str(parsed[UNSTORABLE_TAG])
+
+
+def _wrap(value: Any) -> Any:
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: _wrap(v) for k, v in value.items()}
+        return {"$map": [[_wrap(k), _wrap(v)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_wrap(item) for item in value]
+    if isinstance(value, decimal.Decimal):
+        return {"$decimal": str(value)}
+    if isinstance(value, tuple):
+        return {"$tuple": [_wrap(item) for item in value]}
+    if isinstance(value, set | frozenset):
+        return {"$set": [_wrap(item) for item in value]}
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    raise IdempotencyUnstorableResultError(
+        f"cannot store a result of type {type(value).__name__}; "
+        "return JSON-like data or pass an output_serializer"
+    )
+
+
+def _unwrap(obj: dict[str, Any]) -> Any:
+    if len(obj) != 1:
+        return obj
+    ((tag, inner),) = obj.items()
+    if tag not in _TAGS:
+        return obj
+    if tag == "$decimal":
+        return decimal.Decimal(inner)
+    if tag == "$float":
+        return float(inner)
+    if tag == "$bytes":
+        return base64.b64decode(inner)
+    if tag == "$tuple":
+        return tuple(inner)
+    if tag == "$set":
+        return set(inner)
+    if tag == "$map":
+        return {_hashable(k): v for k, v in inner}
+    return obj
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key

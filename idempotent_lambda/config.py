@@ -1,0 +1,157 @@
+"""`IdempotencyConfig`: how a decorated function derives keys and how long records live."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jmespath
+from jmespath import functions
+from jmespath.exceptions import JMESPathError
+
+from idempotent_lambda._jmespath_functions import functions_factory
+from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
+from idempotent_lambda.exceptions import IdempotencyConfigError
+
+if TYPE_CHECKING:
+    from idempotent_lambda._observability import Decision
+    from idempotent_lambda.record import IdempotencyRecord
+
+DEFAULT_IN_PROGRESS_EXPIRY_SECONDS = 900
+"""Lease when no Lambda context is known: Lambda's maximum timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyConfig:
+    """Settings of one decorated function; validated and compiled when built.
+
+    The names and defaults match Powertools' ``IdempotencyConfig`` except ``hash_function``, which
+    defaults to sha256 here. Each decorator keeps its own config, even when functions share a store.
+
+    Attributes:
+        event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
+        payload_validation_jmespath: What must also match when a stored result is replayed.
+        jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``.
+        raise_on_no_idempotency_key: Raise `IdempotencyKeyError` when the key expression finds
+            nothing, instead of warning and running without idempotency.
+        expires_after_seconds: How long a completed result is replayed.
+        use_local_cache: Keep completed records in a per-function, per-process LRU.
+        local_cache_max_items: Capacity of that LRU.
+        hash_function: Any `hashlib` algorithm name with a fixed digest size.
+        lambda_context: A context to fall back on when none is bound (Powertools compatibility).
+        response_hook: ``hook(response, record) -> response``, applied to replays only.
+        in_progress_expiry_seconds: Lease of an IN_PROGRESS record when no Lambda context is
+            known (default 900 s); with a context the lease is the invocation's remaining time.
+        wait_for_in_progress_seconds: When above 0, a duplicate that arrives while the first call
+            runs waits up to this long (never past its own remaining time) for the first call's
+            result instead of raising `IdempotencyAlreadyInProgressError`.
+        decision_hook: Called with every `Decision` (outcome, hashed key, timings): the place to
+            count metrics. Exceptions it raises are logged and swallowed.
+    """
+
+    event_key_jmespath: str = ""
+    payload_validation_jmespath: str = ""
+    jmespath_options: dict[str, Any] | None = None
+    raise_on_no_idempotency_key: bool = False
+    expires_after_seconds: int = 3600
+    use_local_cache: bool = False
+    local_cache_max_items: int = 256
+    hash_function: str = "sha256"
+    lambda_context: Any = None
+    response_hook: Callable[[Any, IdempotencyRecord], Any] | None = None
+    in_progress_expiry_seconds: int | None = None
+    wait_for_in_progress_seconds: float = 0
+    decision_hook: Callable[[Decision], None] | None = None
+
+    _key_expression: Any = field(init=False, repr=False, compare=False)
+    _validation_expression: Any = field(init=False, repr=False, compare=False)
+    _make_functions: Callable[[], functions.Functions] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "_key_expression", _compile(self.event_key_jmespath, "event_key_jmespath"))
+        set_(
+            self,
+            "_validation_expression",
+            _compile(self.payload_validation_jmespath, "payload_validation_jmespath"),
+        )
+        set_(self, "_make_functions", functions_factory(_custom_functions(self.jmespath_options)))
+        _check_positive_int(self.expires_after_seconds, "expires_after_seconds")
+        _check_positive_int(self.local_cache_max_items, "local_cache_max_items")
+        if self.in_progress_expiry_seconds is not None:
+            _check_positive_int(self.in_progress_expiry_seconds, "in_progress_expiry_seconds")
+        wait = self.wait_for_in_progress_seconds
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+            raise IdempotencyConfigError("wait_for_in_progress_seconds must be a number >= 0")
+        _check_hash_function(self.hash_function)
+        for name in ("response_hook", "decision_hook"):
+            hook = getattr(self, name)
+            if hook is not None and not callable(hook):
+                raise IdempotencyConfigError(f"{name} must be callable")
+
+    def register_lambda_context(self, lambda_context: Any) -> None:
+        """Bind the Lambda context for the current thread or async task.
+
+        Needed only for an `idempotent_function` called outside any decorated handler; the
+        decorators bind the context themselves. Nothing on the config changes.
+        """
+        current_lambda_context.set(lambda_context)
+
+    @property
+    def lease_seconds_without_context(self) -> int:
+        """Lease used when no Lambda context is known."""
+        return self.in_progress_expiry_seconds or DEFAULT_IN_PROGRESS_EXPIRY_SECONDS
+
+    def bound_context(self) -> LambdaContextLike | None:
+        """Return the context bound for this thread/task, else the one given to the config."""
+        from idempotent_lambda._lambda_context import as_lambda_context
+
+        return as_lambda_context(current_lambda_context.get()) or as_lambda_context(
+            self.lambda_context
+        )
+
+
+def _compile(expression: str, name: str) -> Any:
+    if not isinstance(expression, str):
+        raise IdempotencyConfigError(f"{name} must be a string")
+    if not expression:
+        return None
+    try:
+        return jmespath.compile(expression)
+    except JMESPathError as exc:
+        raise IdempotencyConfigError(f"{name} is not valid JMESPath: {exc}") from exc
+
+
+def _custom_functions(options: dict[str, Any] | None) -> functions.Functions | None:
+    if options is None:
+        return None
+    if not isinstance(options, dict) or set(options) - {"custom_functions"}:
+        raise IdempotencyConfigError(
+            'jmespath_options accepts only {"custom_functions": <Functions instance>}'
+        )
+    custom = options.get("custom_functions")
+    if custom is not None and not isinstance(custom, functions.Functions):
+        raise IdempotencyConfigError(
+            "custom_functions must be an instance of jmespath.functions.Functions"
+        )
+    return custom
+
+
+def _check_positive_int(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise IdempotencyConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_hash_function(name: object) -> None:
+    if not isinstance(name, str):
+        raise IdempotencyConfigError("hash_function must be a hashlib algorithm name")
+    try:
+        digest = hashlib.new(name)
+    except (ValueError, TypeError) as exc:
+        raise IdempotencyConfigError(f"hash_function {name!r} is not available") from exc
+    if digest.digest_size == 0:
+        raise IdempotencyConfigError(f"hash_function {name!r} has no fixed digest size")

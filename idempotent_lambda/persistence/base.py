@@ -1,0 +1,115 @@
+"""The store Protocol every persistence layer implements, and the rules they share."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from idempotent_lambda._clock import Clock
+from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+#: DynamoDB's item size limit is 400 KB including attribute names and the other attributes;
+#: what remains for the result after a generous allowance for those.
+MAX_STORED_DATA_BYTES = 400 * 1024 - 4 * 1024
+#: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
+DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """What a claim did.
+
+    Attributes:
+        claimed: True when this claim now owns the key.
+        previous: The record that was there: the one that blocked the claim when ``claimed`` is
+            False, or the expired/abandoned one that was replaced when it is True.
+    """
+
+    claimed: bool
+    previous: IdempotencyRecord | None
+
+
+@runtime_checkable
+class PersistenceStore(Protocol):
+    """A place to keep idempotency records, with the conditional writes the lifecycle needs.
+
+    Every method is one round trip to the backing store at most.
+    """
+
+    clock: Clock
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Write ``record`` (IN_PROGRESS) unless a live record holds its key.
+
+        The write succeeds when there is no record, when the record's expiration (epoch seconds)
+        is before ``now_ms // 1000``, or when it is IN_PROGRESS with a lease that ended before
+        ``lease_cutoff_ms``. Otherwise nothing is written and the blocking record is returned.
+        """
+        ...
+
+    def complete(self, record: IdempotencyRecord) -> bool:
+        """Replace the caller's IN_PROGRESS record with ``record`` (COMPLETED).
+
+        Conditional on the stored record being IN_PROGRESS and owned by ``record.owner``.
+
+        Returns:
+            False when the condition failed: the caller's lease was taken over.
+
+        Raises:
+            IdempotencyUnstorableResultError: The result does not fit in an item.
+        """
+        ...
+
+    def release(self, idempotency_key: str, owner: str) -> bool:
+        """Delete the caller's IN_PROGRESS record so the next attempt runs again.
+
+        Returns:
+            False when the record is no longer IN_PROGRESS under ``owner``.
+        """
+        ...
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read a record with strong consistency; None when there is none."""
+        ...
+
+
+def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:
+    """Decide a claim the way the DynamoDB condition expression does (the reference rule)."""
+    if existing is None or existing.is_expired(now_ms):
+        return True
+    return (
+        existing.status is Status.IN_PROGRESS
+        and existing.in_progress_expiry_timestamp is not None
+        and existing.in_progress_expiry_timestamp < lease_cutoff_ms
+    )
+
+
+def encode_stored_data(
+    data: str, *, compression_threshold: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES
+) -> str | bytes:
+    """Return the form a result is stored in: the text, or zlib bytes above the threshold.
+
+    Raises:
+        IdempotencyUnstorableResultError: Still larger than an item can hold once compressed.
+    """
+    raw = data.encode("utf-8", "surrogatepass")
+    if len(raw) <= compression_threshold:
+        return data
+    packed = zlib.compress(raw, 6)
+    if len(packed) > MAX_STORED_DATA_BYTES:
+        raise IdempotencyUnstorableResultError(
+            f"result is {len(packed)} bytes after zlib compression; "
+            f"an item holds at most {MAX_STORED_DATA_BYTES}"
+        )
+    return packed
+
+
+def decode_stored_data(stored: str | bytes) -> str:
+    """Invert `encode_stored_data`."""
+    if isinstance(stored, str):
+        return stored
+    return zlib.decompress(stored).decode("utf-8", "surrogatepass")

@@ -1,0 +1,105 @@
+"""A store in process memory with the same conditional semantics as DynamoDB."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda.persistence.base import (
+    DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    ClaimOutcome,
+    claim_allowed,
+    decode_stored_data,
+    encode_stored_data,
+)
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+
+class InMemoryPersistenceLayer:
+    """Keep records in a dict guarded by a lock: for unit tests and local runs.
+
+    It enforces the same claim, owner-fencing and expiry rules as `DynamoDBPersistenceLayer` and
+    stores results in the same encoded form, so a result that DynamoDB would reject fails here
+    too. Records never leave memory on their own; expired ones are simply claimable.
+
+    Args:
+        clock: Time source; pass a controllable clock in tests to move time without sleeping.
+        compression_threshold_bytes: Results above this size are kept zlib-compressed.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        compression_threshold_bytes: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    ) -> None:
+        self.clock = clock
+        self._threshold = compression_threshold_bytes
+        self._records: dict[str, tuple[IdempotencyRecord, str | bytes | None]] = {}
+        self._lock = threading.Lock()
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Store ``record`` unless a live record holds its key (see `PersistenceStore.claim`)."""
+        with self._lock:
+            existing = self._read(record.idempotency_key)
+            if not claim_allowed(existing, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms):
+                return ClaimOutcome(claimed=False, previous=existing)
+            self._write(record)
+            return ClaimOutcome(claimed=True, previous=existing)
+
+    def complete(self, record: IdempotencyRecord) -> bool:
+        """Replace the caller's IN_PROGRESS record, if it still owns it."""
+        stored = (
+            None
+            if record.response_data is None
+            else encode_stored_data(record.response_data, compression_threshold=self._threshold)
+        )
+        with self._lock:
+            if not self._owned(record.idempotency_key, record.owner):
+                return False
+            self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
+            return True
+
+    def release(self, idempotency_key: str, owner: str) -> bool:
+        """Delete the caller's IN_PROGRESS record, if it still owns it."""
+        with self._lock:
+            if not self._owned(idempotency_key, owner):
+                return False
+            del self._records[idempotency_key]
+            return True
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Return the record for ``idempotency_key``, or None."""
+        with self._lock:
+            return self._read(idempotency_key)
+
+    def clear(self) -> None:
+        """Forget every record (handy between tests)."""
+        with self._lock:
+            self._records.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def _owned(self, key: str, owner: str | None) -> bool:
+        entry = self._records.get(key)
+        return (
+            entry is not None and entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner
+        )
+
+    def _read(self, key: str) -> IdempotencyRecord | None:
+        entry = self._records.get(key)
+        if entry is None:
+            return None
+        record, stored = entry
+        if stored is None:
+            return record
+        return replace(record, response_data=decode_stored_data(stored))
+
+    def _write(self, record: IdempotencyRecord) -> None:
+        stored = None if record.response_data is None else record.response_data
+        self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
