@@ -90,11 +90,26 @@ class IdempotentCall:
         config: IdempotencyConfig,
         function_name: str,
         serializer: Any,
+        store_result_if: Callable[[Any], bool] | None = None,
+        on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
     ) -> None:
+        """Bind one decorated function's collaborators.
+
+        Args:
+            store: Where records live.
+            config: The function's settings.
+            function_name: Used in log lines and decisions.
+            serializer: ``to_dict``/``from_dict`` pair for results.
+            store_result_if: Adapters' filter: a result it rejects is not stored and the record
+                is released (an HTTP 5xx, say), so a retry runs the body again.
+            on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+        """
         self.store = store
         self.config = config
         self.function_name = function_name
         self.serializer = serializer
+        self.store_result_if = store_result_if
+        self.on_replay = on_replay
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
 
     def flow(self, inv: Invocation) -> Flow:
@@ -158,6 +173,9 @@ class IdempotentCall:
             yield from self._release(inv, tally, exc, handler_ms)
             raise
         handler_ms = _ms_since(started)
+        if self.store_result_if is not None and not self.store_result_if(result):
+            yield from self._release(inv, tally, None, handler_ms)
+            return result
         return (yield from self._complete(inv, tally, result, handler_ms, took_over))
 
     def _complete(
@@ -213,8 +231,9 @@ class IdempotentCall:
         self._report(Outcome.UNSTORABLE, inv, tally, handler_ms)
 
     def _release(
-        self, inv: Invocation, tally: _Tally, original: BaseException, handler_ms: float
+        self, inv: Invocation, tally: _Tally, original: BaseException | None, handler_ms: float
     ) -> Flow:
+        """Delete this invocation's claim; a failure is logged (and noted on ``original``)."""
         try:
             released = yield from self._store(
                 tally,
@@ -223,7 +242,8 @@ class IdempotentCall:
                 report_errors=False,
             )
         except IdempotencyPersistenceLayerError as exc:
-            original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
+            if original is not None:
+                original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
             self._report(Outcome.RELEASE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
             return
         outcome = Outcome.RELEASED if released else Outcome.LEASE_LOST
@@ -294,8 +314,11 @@ class IdempotentCall:
                 f"the first call ran, but its result could not be stored: {reason}"
             )
         response = self.serializer.from_dict(decode_result(data))
-        hook = self.config.response_hook
-        return response if hook is None else hook(response, record)
+        if self.config.response_hook is not None:
+            response = self.config.response_hook(response, record)
+        if self.on_replay is not None:
+            response = self.on_replay(response, record)
+        return response
 
     def _report(
         self,

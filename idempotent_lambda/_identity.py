@@ -89,15 +89,44 @@ def derive_invocation(
     plain = to_plain(payload)
     options = jmespath.Options(custom_functions=config._make_functions())
     material = _search(config._key_expression, plain, options, "event_key_jmespath")
+    validated = None
+    if config._validation_expression is not None:
+        validated = _search(
+            config._validation_expression, plain, options, "payload_validation_jmespath"
+        )
+    return build_invocation(
+        config,
+        material=material,
+        validated=validated,
+        prefix=prefix,
+        now_ms=now_ms,
+        context=context,
+    )
+
+
+def build_invocation(
+    config: IdempotencyConfig,
+    *,
+    material: Any,
+    validated: Any,
+    prefix: str,
+    now_ms: int,
+    context: LambdaContextLike | None,
+) -> Invocation | None:
+    """Compute the identity from key material already extracted (adapters extract their own).
+
+    ``validated`` is hashed only when the config has a validation expression or the caller
+    passes something to validate (not None).
+
+    Raises:
+        IdempotencyKeyError: No key material while keys are required, or unhashable material.
+    """
     if is_missing(material):
         if config.raise_on_no_idempotency_key:
             raise IdempotencyKeyError("no idempotency key found in the payload")
         return None
     payload_hash = None
-    if config._validation_expression is not None:
-        validated = _search(
-            config._validation_expression, plain, options, "payload_validation_jmespath"
-        )
+    if validated is not None or config._validation_expression is not None:
         payload_hash = digest(config, validated)
     remaining = remaining_ms(context)
     lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000

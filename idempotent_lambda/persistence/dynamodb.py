@@ -1,0 +1,294 @@
+"""The production store: one DynamoDB item per idempotency key, written with conditional puts."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda.exceptions import (
+    IdempotencyError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyUnstorableResultError,
+)
+from idempotent_lambda.persistence._dynamodb_item import ItemSchema
+from idempotent_lambda.persistence.base import (
+    DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    ClaimOutcome,
+    encode_stored_data,
+)
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
+_IN_PROGRESS: AttributeValueTypeDef = {"S": Status.IN_PROGRESS.value}
+#: Claim condition; must agree with `idempotent_lambda.persistence.base.claim_allowed`.
+_CLAIM_CONDITION = (
+    "attribute_not_exists(#key) OR #expiry < :now_s"
+    " OR (#status = :in_progress AND #lease < :cutoff_ms)"
+)
+
+
+class DynamoDBPersistenceLayer:
+    """Keep idempotency records in a DynamoDB table, one item per key.
+
+    Every operation is one request: the claim is a conditional ``PutItem`` that also returns the
+    blocking (or replaced) item, completion is a ``PutItem`` and release a ``DeleteItem`` fenced on
+    ``status = IN_PROGRESS AND owner = :token``, and reads are strongly consistent ``GetItem``\\ s.
+    The item format is described in `idempotent_lambda.persistence._dynamodb_item`.
+
+    The boto3 client is built lazily on first use (never at import or construction, so cold
+    starts that never reach the store pay nothing), once, thread-safely. It uses bounded retries
+    and timeouts that fit in a Lambda invocation; ``boto_config`` is merged over them. No endpoint
+    is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
+
+    Errors: every botocore/boto3 failure (throttling, missing table, timeouts, connection and
+    credential errors) becomes `IdempotencyPersistenceLayerError` naming the operation and error
+    code, with the original as ``__cause__``. An item that does not follow the record format
+    (unknown or missing status, missing key, wrong attribute types, undecodable data) also raises
+    `IdempotencyPersistenceLayerError`, never a bare ``KeyError`` or ``ValueError``. Error
+    messages never contain item contents.
+
+    Args:
+        table_name: The table; its partition key is ``key_attr`` (and sort key ``sort_key_attr``).
+        key_attr: Partition key attribute.
+        sort_key_attr: Sort key attribute; when set, the partition holds ``static_pk_value`` and
+            the sort key holds the idempotency key (for single-table designs).
+        static_pk_value: Partition value in composite-key mode; by default
+            ``"idempotency#<AWS_LAMBDA_FUNCTION_NAME or 'local'>"``, read when the store is built.
+        expiry_attr: Expiration (epoch seconds, N); make it the table's TTL attribute.
+        in_progress_expiry_attr: Lease end of an IN_PROGRESS record (epoch milliseconds, N).
+        status_attr: Record status attribute.
+        data_attr: Stored result (S, or B when zlib-compressed).
+        validation_key_attr: Payload validation hash.
+        owner_attr: Owner token of the current claim.
+        boto_config: botocore ``Config`` merged over the defaults.
+        boto3_session: Session to build the client from (default: a new session).
+        boto3_client: A ready ``dynamodb`` client, used as-is.
+        clock: Time source for the engine.
+        compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        key_attr: str = "id",
+        sort_key_attr: str | None = None,
+        static_pk_value: str | None = None,
+        expiry_attr: str = "expiration",
+        in_progress_expiry_attr: str = "in_progress_expiration",
+        status_attr: str = "status",
+        data_attr: str = "data",
+        validation_key_attr: str = "validation",
+        owner_attr: str = "owner",
+        boto_config: Config | None = None,
+        boto3_session: boto3.session.Session | None = None,
+        boto3_client: DynamoDBClient | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        compression_threshold_bytes: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    ) -> None:
+        if static_pk_value is None:
+            function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+            static_pk_value = f"idempotency#{function_name}"
+        self.table_name = table_name
+        self.clock = clock
+        self._schema = ItemSchema(
+            key_attr=key_attr,
+            sort_key_attr=sort_key_attr,
+            static_pk_value=static_pk_value,
+            expiry_attr=expiry_attr,
+            in_progress_expiry_attr=in_progress_expiry_attr,
+            status_attr=status_attr,
+            data_attr=data_attr,
+            validation_key_attr=validation_key_attr,
+            owner_attr=owner_attr,
+        )
+        self._threshold = compression_threshold_bytes
+        self._boto_config = boto_config
+        self._boto3_session = boto3_session
+        self._client: DynamoDBClient | None = boto3_client
+        self._client_lock = threading.Lock()
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Write ``record`` (IN_PROGRESS) unless a live record holds its key.
+
+        One conditional ``PutItem``; see `PersistenceStore.claim` for the rule. The blocking
+        record comes back with the failed condition, the replaced one with a successful claim.
+        """
+        schema = self._schema
+        with self._request("PutItem") as client:
+            try:
+                response = client.put_item(
+                    TableName=self.table_name,
+                    Item=schema.to_item(record, self._encode(record)),
+                    ConditionExpression=_CLAIM_CONDITION,
+                    ExpressionAttributeNames={
+                        "#key": schema.idempotency_key_attr,
+                        "#expiry": schema.expiry_attr,
+                        "#status": schema.status_attr,
+                        "#lease": schema.in_progress_expiry_attr,
+                    },
+                    ExpressionAttributeValues={
+                        ":now_s": {"N": str(now_ms // 1000)},
+                        ":in_progress": _IN_PROGRESS,
+                        ":cutoff_ms": {"N": str(lease_cutoff_ms)},
+                    },
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except client.exceptions.ConditionalCheckFailedException as exc:
+                blocking = cast("Mapping[str, Any]", exc.response).get("Item")
+                if blocking is None:
+                    # Endpoints that ignore ReturnValuesOnConditionCheckFailure: read it instead.
+                    return self._blocked_without_item(record.idempotency_key, exc)
+                return ClaimOutcome(claimed=False, previous=schema.from_item(blocking))
+        previous = response.get("Attributes")
+        return ClaimOutcome(claimed=True, previous=schema.from_item(previous) if previous else None)
+
+    def complete(self, record: IdempotencyRecord) -> bool:
+        """Replace the caller's IN_PROGRESS record with ``record`` (COMPLETED), if still owned.
+
+        Returns:
+            False when the record is no longer IN_PROGRESS under ``record.owner``.
+
+        Raises:
+            IdempotencyUnstorableResultError: The result is too large for an item.
+        """
+        item = self._schema.to_item(record, self._encode(record))
+        with self._request("PutItem") as client:
+            try:
+                client.put_item(
+                    TableName=self.table_name, Item=item, **self._owned_by(record.owner)
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                return False
+            except client.exceptions.ClientError as exc:
+                error = exc.response.get("Error", {})
+                if error.get("Code") == "ValidationException" and "size" in (
+                    error.get("Message", "").lower()
+                ):
+                    raise IdempotencyUnstorableResultError(
+                        "the result does not fit in a DynamoDB item (400 KB limit)"
+                    ) from exc
+                raise
+        return True
+
+    def release(self, idempotency_key: str, owner: str) -> bool:
+        """Delete the caller's IN_PROGRESS record, if still owned, so a retry runs again.
+
+        Returns:
+            False when the record is no longer IN_PROGRESS under ``owner``.
+        """
+        with self._request("DeleteItem") as client:
+            try:
+                client.delete_item(
+                    TableName=self.table_name,
+                    Key=self._schema.key(idempotency_key),
+                    **self._owned_by(owner),
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                return False
+        return True
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read the record for ``idempotency_key`` (strongly consistent); None when absent."""
+        with self._request("GetItem") as client:
+            response = client.get_item(
+                TableName=self.table_name,
+                Key=self._schema.key(idempotency_key),
+                ConsistentRead=True,
+            )
+        item = response.get("Item")
+        return None if item is None else self._schema.from_item(item)
+
+    def _encode(self, record: IdempotencyRecord) -> str | bytes | None:
+        if record.response_data is None:
+            return None
+        return encode_stored_data(record.response_data, compression_threshold=self._threshold)
+
+    def _owned_by(self, owner: str | None) -> dict[str, Any]:
+        """Return the condition arguments fencing a write on ``status = IN_PROGRESS AND owner``."""
+        names = {"#status": self._schema.status_attr, "#owner": self._schema.owner_attr}
+        values: dict[str, AttributeValueTypeDef] = {":in_progress": _IN_PROGRESS}
+        if owner is None:
+            condition = "#status = :in_progress AND attribute_not_exists(#owner)"
+        else:
+            condition = "#status = :in_progress AND #owner = :owner"
+            values[":owner"] = {"S": owner}
+        return {
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _blocked_without_item(self, idempotency_key: str, exc: Exception) -> ClaimOutcome:
+        blocking = self.get(idempotency_key)
+        if blocking is None:
+            raise IdempotencyPersistenceLayerError(
+                "DynamoDB PutItem failed: ConditionalCheckFailedException, and no blocking record"
+            ) from exc
+        return ClaimOutcome(claimed=False, previous=blocking)
+
+    @contextmanager
+    def _request(self, operation: str) -> Iterator[DynamoDBClient]:
+        """Yield the client; translate any botocore error raised inside into our error type."""
+        try:
+            yield self._get_client()
+        except IdempotencyError:
+            raise
+        except Exception as exc:
+            code = _botocore_error_code(exc)
+            if code is None:
+                raise
+            raise IdempotencyPersistenceLayerError(f"DynamoDB {operation} failed: {code}") from exc
+
+    def _get_client(self) -> DynamoDBClient:
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = _build_client(self._boto3_session, self._boto_config)
+                client = self._client
+        return client
+
+
+def _build_client(
+    session: boto3.session.Session | None, user_config: Config | None
+) -> DynamoDBClient:
+    """Build the ``dynamodb`` client with Lambda-friendly retries and timeouts."""
+    import boto3.session
+    from botocore.config import Config
+
+    config = Config(
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=2,
+        read_timeout=3,
+        tcp_keepalive=True,
+    )
+    if user_config is not None:
+        config = config.merge(user_config)
+    return (session or boto3.session.Session()).client("dynamodb", config=config)
+
+
+def _botocore_error_code(exc: Exception) -> str | None:
+    """Return the error code of a botocore/boto3 exception, or None for any other exception."""
+    try:
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:  # pragma: no cover - boto3 is a dependency
+        return None
+    if isinstance(exc, ClientError):
+        return exc.response.get("Error", {}).get("Code") or type(exc).__name__
+    if isinstance(exc, (BotoCoreError, Boto3Error)):
+        return type(exc).__name__
+    return None

@@ -1,0 +1,91 @@
+"""Test kit for users of idempotent_lambda: a Lambda context, a clock you move, table set-up.
+
+Typical unit test with the bundled pytest fixtures (the plugin loads automatically)::
+
+    def test_retry_replays(idempotency_store, lambda_context):
+        handler = make_handler(idempotency_store)
+        first = handler({"order_id": 1}, lambda_context)
+        assert first == handler({"order_id": 1}, lambda_context)
+
+Move time instead of sleeping: ``idempotency_clock.advance(seconds=3601)`` expires records and
+shrinks ``lambda_context``'s remaining time alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._table_setup import create_idempotency_table
+
+__all__ = ["FakeLambdaContext", "ManualClock", "create_idempotency_table"]
+
+
+class ManualClock:
+    """A clock that only moves when told to; thread-safe.
+
+    Args:
+        start_ms: The initial time, epoch milliseconds.
+    """
+
+    def __init__(self, start_ms: int = 1_767_225_600_000) -> None:
+        self._now_ms = start_ms
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        """Return the current (manual) time in epoch milliseconds."""
+        with self._lock:
+            return self._now_ms
+
+    def advance(self, seconds: float = 0, *, ms: int = 0) -> int:
+        """Move time forward and return the new time in epoch milliseconds."""
+        with self._lock:
+            self._now_ms += int(seconds * 1000) + ms
+            return self._now_ms
+
+    def set(self, now_ms: int) -> None:
+        """Jump to ``now_ms`` (backwards too, to simulate a skewed instance)."""
+        with self._lock:
+            self._now_ms = now_ms
+
+
+class FakeLambdaContext:
+    """A stand-in for the Lambda context object, with a deadline you control.
+
+    Remaining time is measured on ``clock``, so advancing a `ManualClock` brings the deadline
+    closer exactly as it would in Lambda.
+
+    Args:
+        timeout_ms: Remaining time at construction.
+        clock: Time source; the wall clock by default.
+        function_name: Reported as ``function_name`` and in the function ARN.
+    """
+
+    def __init__(
+        self,
+        timeout_ms: int = 30_000,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        function_name: str = "test-function",
+        memory_limit_in_mb: int = 128,
+    ) -> None:
+        self._clock = clock
+        self._deadline_ms = clock.now_ms() + timeout_ms
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_limit_in_mb
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        )
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "2026/01/01/[$LATEST]test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Return the milliseconds left before the deadline (never negative)."""
+        return max(self._deadline_ms - self._clock.now_ms(), 0)
+
+    def set_remaining_ms(self, remaining_ms: int) -> None:
+        """Move the deadline so that ``remaining_ms`` are left from now."""
+        self._deadline_ms = self._clock.now_ms() + remaining_ms

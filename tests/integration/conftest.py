@@ -1,0 +1,116 @@
+"""Fixtures for tests against a DynamoDB-compatible server on loopback.
+
+By default a moto server is started once per session on 127.0.0.1 with a free port. Set
+``IDEMPOTENT_LAMBDA_TEST_ENDPOINT`` (e.g. ``http://127.0.0.1:8000`` for DynamoDB Local) to use
+that server instead. Every test here gets dummy AWS credentials and region through monkeypatched
+environment variables, so nothing leaks into other tests and no real account is ever reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import boto3
+import pytest
+
+from idempotent_lambda._table_setup import create_idempotency_table
+from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+ENDPOINT_ENV = "IDEMPOTENT_LAMBDA_TEST_ENDPOINT"
+_HERE = Path(__file__).parent
+
+TableFactory = Callable[..., str]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/integration as ``integration``."""
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def dynamodb_endpoint() -> Iterator[str]:
+    """Yield the endpoint URL of the DynamoDB-compatible server (moto unless overridden)."""
+    external = os.environ.get(ENDPOINT_ENV)
+    if external:
+        yield external
+        return
+    from moto.server import ThreadedMotoServer
+
+    werkzeug_logger = logging.getLogger("werkzeug")  # moto's server logs every request
+    previous_level = werkzeug_logger.level
+    werkzeug_logger.setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        werkzeug_logger.setLevel(previous_level)
+
+
+@pytest.fixture(autouse=True)
+def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Give each test dummy credentials and a region, isolated from the developer's AWS setup."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+
+
+@pytest.fixture
+def dynamodb_client(dynamodb_endpoint: str, aws_environment: None) -> DynamoDBClient:
+    """Return a ``dynamodb`` client pointed at the test server."""
+    return boto3.session.Session().client(
+        "dynamodb", endpoint_url=dynamodb_endpoint, region_name="us-east-1"
+    )
+
+
+@pytest.fixture
+def make_table(dynamodb_client: DynamoDBClient) -> Iterator[TableFactory]:
+    """Yield a factory of fresh, uniquely named idempotency tables; all are deleted afterwards."""
+    created: list[str] = []
+
+    def make(*, sort_key_attr: str | None = None) -> str:
+        name = f"idempotency-{uuid.uuid4().hex[:12]}"
+        create_idempotency_table(dynamodb_client, table_name=name, sort_key_attr=sort_key_attr)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        try:
+            dynamodb_client.delete_table(TableName=name)
+        except dynamodb_client.exceptions.ResourceNotFoundException:
+            pass
+
+
+@pytest.fixture
+def idempotency_table(make_table: TableFactory) -> str:
+    """Return the name of a fresh idempotency table (key ``id``), deleted after the test."""
+    return make_table()
+
+
+@pytest.fixture
+def dynamodb_store(
+    idempotency_table: str, dynamodb_client: DynamoDBClient
+) -> DynamoDBPersistenceLayer:
+    """Return a `DynamoDBPersistenceLayer` on ``idempotency_table`` at the test server."""
+    return DynamoDBPersistenceLayer(idempotency_table, boto3_client=dynamodb_client)
