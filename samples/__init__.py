@@ -1,0 +1,1 @@
+"""The sample app and its local runner (`python -m samples.demo`)."""
