@@ -24,7 +24,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict idempotent_lambda
 
 test: lint typecheck
-	$(BIN)/pytest -q --cov=idempotent_lambda --cov-report=term tests
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest -q tests
+	$(BIN)/coverage report
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

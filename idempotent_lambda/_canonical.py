@@ -15,16 +15,20 @@ import decimal
 import enum
 import json
 import re
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
-# A JSON number token (after , : or [ and before , ] or }) the C encoder may have produced from a
-# float in a non-canonical spelling: an integral float ("1.0") or an exponent form ("1e+20").
-# The same characters inside a string only cost a detour through the exact encoder.
-_NON_CANONICAL_NUMBER = re.compile(r"[:,\[]-?\d+(?:\.0|(?:\.\d+)?e[+-]\d+)[,\]}]")
+# Text the C encoder may have rendered differently from the canonical form, so the exact encoder
+# must redo it: a JSON number token (the whole text, or after , : or [ and before , ] or }) from a
+# float in a non-canonical spelling, an integral float ("1.0") or an exponent form ("1e+20"); or an
+# object key that may come from a non-string key (the C encoder sorts those by value, not by code
+# point, and spells float keys with repr). Such characters inside a string only cost a detour.
+_NON_CANONICAL = re.compile(
+    r"(?:^|[:,\[])-?\d+(?:\.0|(?:\.\d+)?e[+-]\d+)(?:[,\]}]|$)"
+    r'|[{,]"(?:-?\d[^"]*|true|false|null)":'
+)
 _encode_string = json.encoder.encode_basestring
 
 
@@ -50,7 +54,7 @@ def canonical_json(value: Any) -> str:
     except (_ExactEncodingNeededError, TypeError, ValueError):
         # TypeError: mixed-type dict keys; ValueError: NaN (re-checked, and reported, below).
         return _exact(value)
-    if _NON_CANONICAL_NUMBER.search(text) is None:
+    if _NON_CANONICAL.search(text) is None:
         return text
     return _exact(value)
 
@@ -82,8 +86,8 @@ def _replacement(value: Any) -> Any:
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
+    if type(value).__name__ == "UUID" and type(value).__module__ == "uuid":
+        return str(value)  # checked by name: importing uuid costs more than this module
     if isinstance(value, enum.Enum):
         return value.value
     plain = to_plain(value)
@@ -125,8 +129,11 @@ def _exact(value: Any) -> str:
     if isinstance(value, float | decimal.Decimal):
         return _number(value)
     if isinstance(value, Mapping):
-        items = sorted((_key(k), v) for k, v in value.items())
-        return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in items) + "}"
+        items = {_key(k): v for k, v in value.items()}
+        if len(items) != len(value):
+            raise IdempotencyKeyError("key material has object keys that collide as strings")
+        pairs = sorted(items.items(), key=lambda item: item[0])
+        return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in pairs) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(_exact(item) for item in value) + "]"
     if isinstance(value, set | frozenset):

@@ -8,7 +8,6 @@ waiting in async code never blocks the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -44,6 +43,8 @@ _WAIT_FIRST_S, _WAIT_FACTOR, _WAIT_MAX_S = 0.02, 1.5, 0.5
 _WAIT_DEADLINE_MARGIN_MS = 200
 #: Bound on claim attempts in one invocation (each retry follows a release or a lease end).
 _MAX_CLAIM_ATTEMPTS = 50
+#: The store operation behind outcomes that name one failure (STORE_ERROR passes its own).
+_FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +289,9 @@ class IdempotentCall:
             return (yield call)
         except IdempotencyPersistenceLayerError as exc:
             if report_errors:
-                self._report(Outcome.STORE_ERROR, inv, tally, None, error=_cause_name(exc))
+                self._report(
+                    Outcome.STORE_ERROR, inv, tally, None, error=_cause_name(exc), op=call.operation
+                )
             raise
         finally:
             tally.store_ms += _ms_since(started)
@@ -329,6 +332,7 @@ class IdempotentCall:
         *,
         source: str | None = None,
         error: str | None = None,
+        op: str | None = None,
     ) -> None:
         report(
             Decision(
@@ -340,8 +344,10 @@ class IdempotentCall:
                 store_calls=tally.store_calls,
                 source=source,
                 error=error,
+                operation=op or _FAILED_OPERATION.get(outcome),
             ),
             self.config.decision_hook,
+            log=self.config.logger,
         )
 
 
@@ -368,6 +374,8 @@ def run_sync(flow: Flow, body: Callable[[], T]) -> T:
 
 async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
     """Carry out a flow's effects without blocking the event loop and return its result."""
+    import asyncio  # only async callers pay for importing it
+
     sent: Any = None
     error: BaseException | None = None
     while True:

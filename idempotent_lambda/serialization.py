@@ -83,10 +83,25 @@ def resolve_serializer(output_serializer: Any, function: Callable[..., Any]) -> 
     if output_serializer is None:
         return _from_annotation(function) or NoOpSerializer()
     if isinstance(output_serializer, type):
+        if issubclass(output_serializer, DataclassSerializer | PydanticSerializer):
+            # Powertools' form: the serializer class, its model taken from the return annotation.
+            returned = _return_annotation(function)
+            if returned is None:
+                raise IdempotencyConfigError(
+                    f"output_serializer={output_serializer.__name__} needs a return annotation "
+                    f"on {function.__qualname__}, or pass {output_serializer.__name__}(model=...)"
+                )
+            return output_serializer(returned)
         serializer = _for_class(output_serializer)
         if serializer is None:
             if isinstance(output_serializer, BaseIdempotencySerializer):
-                return output_serializer()
+                try:
+                    return output_serializer()
+                except TypeError as exc:
+                    raise IdempotencyConfigError(
+                        f"output_serializer {output_serializer!r} cannot be built without "
+                        "arguments; pass an instance"
+                    ) from exc
             raise IdempotencyConfigError(
                 f"output_serializer {output_serializer!r} is not a dataclass or pydantic model"
             )
@@ -105,9 +120,14 @@ def _for_class(model: type[Any]) -> Any:
 
 
 def _from_annotation(function: Callable[..., Any]) -> Any:
+    returned = _return_annotation(function)
+    return None if returned is None else _for_class(returned)
+
+
+def _return_annotation(function: Callable[..., Any]) -> type[Any] | None:
     try:
         hints = typing.get_type_hints(function)
     except Exception:  # unresolvable forward references: no annotation to go by
         return None
     returned = hints.get("return")
-    return _for_class(returned) if isinstance(returned, type) else None
+    return returned if isinstance(returned, type) else None

@@ -40,8 +40,8 @@ class DynamoDBPersistenceLayer:
     """Keep idempotency records in a DynamoDB table, one item per key.
 
     Every operation is one request: the claim is a conditional ``PutItem`` that also returns the
-    blocking (or replaced) item, completion is a ``PutItem`` and release a ``DeleteItem`` fenced on
-    ``status = IN_PROGRESS AND owner = :token``, and reads are strongly consistent ``GetItem``\\ s.
+    blocking (or replaced) item; completion (``PutItem``) and release (``DeleteItem``) are fenced
+    on ``status = IN_PROGRESS AND owner = :token``; reads are strongly consistent ``GetItem``.
     The item format is described in `idempotent_lambda.persistence._dynamodb_item`.
 
     The boto3 client is built lazily on first use (never at import or construction, so cold
@@ -270,7 +270,7 @@ def _build_client(
     from botocore.config import Config
 
     config = Config(
-        retries={"max_attempts": 3, "mode": "standard"},
+        retries={"total_max_attempts": 3, "mode": "standard"},
         connect_timeout=2,
         read_timeout=3,
         tcp_keepalive=True,

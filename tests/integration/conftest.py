@@ -8,12 +8,13 @@ environment variables, so nothing leaks into other tests and no real account is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -75,31 +76,44 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
 
 
+@pytest.fixture(scope="session")
+def _boto3_session() -> boto3.session.Session:
+    """Return one boto3 session for the test clients, so service models load only once."""
+    return boto3.session.Session()
+
+
 @pytest.fixture
-def dynamodb_client(dynamodb_endpoint: str, aws_environment: None) -> DynamoDBClient:
-    """Return a ``dynamodb`` client pointed at the test server."""
-    return boto3.session.Session().client(
-        "dynamodb", endpoint_url=dynamodb_endpoint, region_name="us-east-1"
+def dynamodb_client(
+    _boto3_session: boto3.session.Session, dynamodb_endpoint: str, aws_environment: None
+) -> DynamoDBClient:
+    """Return a fresh ``dynamodb`` client pointed at the test server, with dummy credentials."""
+    return _boto3_session.client(
+        "dynamodb",
+        endpoint_url=dynamodb_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
     )
 
 
 @pytest.fixture
 def make_table(dynamodb_client: DynamoDBClient) -> Iterator[TableFactory]:
-    """Yield a factory of fresh, uniquely named idempotency tables; all are deleted afterwards."""
+    """Yield a factory of fresh, uniquely named idempotency tables; all are deleted afterwards.
+
+    Keyword arguments go to `create_idempotency_table` (``key_attr``, ``sort_key_attr``, ...).
+    """
     created: list[str] = []
 
-    def make(*, sort_key_attr: str | None = None) -> str:
+    def make(**options: Any) -> str:
         name = f"idempotency-{uuid.uuid4().hex[:12]}"
-        create_idempotency_table(dynamodb_client, table_name=name, sort_key_attr=sort_key_attr)
+        create_idempotency_table(dynamodb_client, table_name=name, **options)
         created.append(name)
         return name
 
     yield make
     for name in created:
-        try:
+        with contextlib.suppress(dynamodb_client.exceptions.ResourceNotFoundException):
             dynamodb_client.delete_table(TableName=name)
-        except dynamodb_client.exceptions.ResourceNotFoundException:
-            pass
 
 
 @pytest.fixture

@@ -74,7 +74,10 @@ def completed(claimed: IdempotencyRecord, data: str | None = '{"ok":true}') -> I
 
 
 def claim(
-    store: PersistenceStore, record: IdempotencyRecord, now_ms: int = NOW_MS, cutoff_ms: int = NOW_MS
+    store: PersistenceStore,
+    record: IdempotencyRecord,
+    now_ms: int = NOW_MS,
+    cutoff_ms: int = NOW_MS,
 ) -> ClaimOutcome:
     """Claim ``record`` at ``now_ms`` with lease cutoff ``cutoff_ms``."""
     return store.claim(record, now_ms=now_ms, lease_cutoff_ms=cutoff_ms)
@@ -96,7 +99,8 @@ def test_claim_blocked_by_live_in_progress_returns_blocking_record(
     outcome = claim(store, in_progress("owner-b", payload_hash="hash-2"), cutoff_ms=NOW_MS + 1)
     assert ClaimOutcome(claimed=False, previous=first) == outcome
     assert outcome.previous is not None
-    assert ("owner-a", LEASE_MS, "hash-1") == (
+    expected = ("owner-a", LEASE_MS, "hash-1")
+    assert expected == (
         outcome.previous.owner,
         outcome.previous.in_progress_expiry_timestamp,
         outcome.previous.payload_hash,
