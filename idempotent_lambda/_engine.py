@@ -80,6 +80,11 @@ class _Tally:
     store_ms: float = 0.0
     store_calls: int = 0
 
+    def count(self, started: float) -> None:
+        """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
+        self.store_ms += _ms_since(started)
+        self.store_calls += 1
+
 
 class IdempotentCall:
     """Everything one decorated function needs across invocations: store, config, cache."""
@@ -286,16 +291,16 @@ class IdempotentCall:
     ) -> Flow:
         started = time.perf_counter()
         try:
-            return (yield call)
-        except IdempotencyPersistenceLayerError as exc:
-            if report_errors:
+            result = yield call
+        except BaseException as exc:
+            tally.count(started)  # before reporting, so the failed call's time is in the line
+            if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
                 self._report(
                     Outcome.STORE_ERROR, inv, tally, None, error=_cause_name(exc), op=call.operation
                 )
             raise
-        finally:
-            tally.store_ms += _ms_since(started)
-            tally.store_calls += 1
+        tally.count(started)
+        return result
 
     def _validate(self, record: IdempotencyRecord, inv: Invocation, tally: _Tally) -> None:
         if inv.payload_hash is not None and record.payload_hash != inv.payload_hash:

@@ -9,6 +9,7 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 logger = logging.getLogger("idempotent_lambda")
 
@@ -68,6 +69,8 @@ class Decision:
         store_calls: Round trips made to the store.
         source: Where a replay came from: ``"store"``, ``"cache"`` or ``"wait"``.
         error: The class name of the store error, when there was one.
+        operation: The store operation that failed (``claim``, ``get``, ``complete``,
+            ``release``), for STORE_ERROR, COMPLETE_FAILED and RELEASE_FAILED.
     """
 
     outcome: Outcome
@@ -78,16 +81,29 @@ class Decision:
     store_calls: int = 0
     source: str | None = None
     error: str | None = None
+    operation: str | None = None
 
 
-def report(decision: Decision, hook: Callable[[Decision], None] | None) -> None:
-    """Log ``decision`` on the ``idempotent_lambda`` logger and pass it to ``hook``."""
+_METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
+
+
+def report(decision: Decision, hook: Callable[[Decision], None] | None, *, log: Any = None) -> None:
+    """Log ``decision`` and pass it to ``hook``.
+
+    Args:
+        decision: What was decided.
+        hook: ``IdempotencyConfig.decision_hook``.
+        log: ``IdempotencyConfig.logger``: a `logging.Logger` or a Powertools ``Logger`` (any
+            object with ``info``/``warning``/``error`` taking ``extra=``); None logs on the
+            ``idempotent_lambda`` logger. The structured fields go in ``extra["idempotency"]``.
+    """
+    target = logger if log is None else log
     level = _LEVELS.get(decision.outcome, logging.INFO)
-    if logger.isEnabledFor(level):
+    enabled = getattr(target, "isEnabledFor", None)
+    if enabled is None or enabled(level):
         fields = {k: v for k, v in asdict(decision).items() if v is not None}
         fields["outcome"] = decision.outcome.value
-        logger.log(
-            level,
+        getattr(target, _METHODS[level])(
             "idempotency %s",
             " ".join(f"{k}={_short(v)}" for k, v in fields.items()),
             extra={"idempotency": fields},
@@ -96,7 +112,7 @@ def report(decision: Decision, hook: Callable[[Decision], None] | None) -> None:
         try:
             hook(decision)
         except Exception:
-            logger.exception("idempotency decision_hook raised; ignored")
+            target.error("idempotency decision_hook raised; ignored", exc_info=True)
 
 
 def _short(value: object) -> str:

@@ -7,7 +7,8 @@ key starts with ``$``::
     {"$float": "nan"}           non-finite floats
     {"$bytes": "<base64>"}      bytes
     {"$tuple": [...]}           tuple
-    {"$set": [...]}             set / frozenset
+    {"$set": [...]}             set
+    {"$frozenset": [...]}       frozenset
     {"$map": [[k, v], ...]}     a dict whose keys are not all strings, or include a key starting
                                 with "$" (so user data can never be mistaken for a wrapper)
     {"$unstorable": "<why>"}    marker stored instead of a result that could not be stored
@@ -27,7 +28,9 @@ from typing import Any
 from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 
 UNSTORABLE_TAG = "$unstorable"
-_TAGS = frozenset({"$decimal", "$float", "$bytes", "$tuple", "$set", "$map", UNSTORABLE_TAG})
+_TAGS = frozenset(
+    {"$decimal", "$float", "$bytes", "$tuple", "$set", "$frozenset", "$map", UNSTORABLE_TAG}
+)
 
 
 def encode_result(value: Any) -> str:
@@ -75,7 +78,9 @@ def _wrap(value: Any) -> Any:
         return {"$decimal": str(value)}
     if isinstance(value, tuple):
         return {"$tuple": [_wrap(item) for item in value]}
-    if isinstance(value, set | frozenset):
+    if isinstance(value, frozenset):
+        return {"$frozenset": [_wrap(item) for item in value]}
+    if isinstance(value, set):
         return {"$set": [_wrap(item) for item in value]}
     if isinstance(value, bytes | bytearray):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
@@ -101,6 +106,8 @@ def _unwrap(obj: dict[str, Any]) -> Any:
         return tuple(inner)
     if tag == "$set":
         return set(inner)
+    if tag == "$frozenset":
+        return frozenset(inner)
     if tag == "$map":
         return {_hashable(k): v for k, v in inner}
     return obj

@@ -48,7 +48,11 @@ class IdempotencyConfig:
             runs waits up to this long (never past its own remaining time) for the first call's
             result instead of raising `IdempotencyAlreadyInProgressError`.
         decision_hook: Called with every `Decision` (outcome, hashed key, timings): the place to
-            count metrics. Exceptions it raises are logged and swallowed.
+            count metrics (see `idempotent_lambda.metrics`). Exceptions it raises are logged
+            and swallowed.
+        logger: Where decision lines go: a `logging.Logger`, or a Powertools ``Logger`` so they
+            come out in its structured format with an ``idempotency`` key; by default the
+            ``idempotent_lambda`` logger. Powertools is never required.
     """
 
     event_key_jmespath: str = ""
@@ -64,6 +68,7 @@ class IdempotencyConfig:
     in_progress_expiry_seconds: int | None = None
     wait_for_in_progress_seconds: float = 0
     decision_hook: Callable[[Decision], None] | None = None
+    logger: Any = None
 
     _key_expression: Any = field(init=False, repr=False, compare=False)
     _validation_expression: Any = field(init=False, repr=False, compare=False)
@@ -80,6 +85,12 @@ class IdempotencyConfig:
             _compile(self.payload_validation_jmespath, "payload_validation_jmespath"),
         )
         set_(self, "_make_functions", functions_factory(_custom_functions(self.jmespath_options)))
+        known = set(self._make_functions().FUNCTION_TABLE)
+        for expression, name in (
+            (self._key_expression, "event_key_jmespath"),
+            (self._validation_expression, "payload_validation_jmespath"),
+        ):
+            _check_function_names(None if expression is None else expression.parsed, known, name)
         _check_positive_int(self.expires_after_seconds, "expires_after_seconds")
         _check_positive_int(self.local_cache_max_items, "local_cache_max_items")
         if self.in_progress_expiry_seconds is not None:
@@ -92,6 +103,12 @@ class IdempotencyConfig:
             hook = getattr(self, name)
             if hook is not None and not callable(hook):
                 raise IdempotencyConfigError(f"{name} must be callable")
+        if self.logger is not None and not all(
+            callable(getattr(self.logger, method, None)) for method in ("info", "warning", "error")
+        ):
+            raise IdempotencyConfigError(
+                "logger must be a logging.Logger or a Powertools Logger (info/warning/error)"
+            )
 
     def register_lambda_context(self, lambda_context: Any) -> None:
         """Bind the Lambda context for the current thread or async task.
@@ -124,6 +141,16 @@ def _compile(expression: str, name: str) -> Any:
         return jmespath.compile(expression)
     except JMESPathError as exc:
         raise IdempotencyConfigError(f"{name} is not valid JMESPath: {exc}") from exc
+
+
+def _check_function_names(node: Any, known: set[str], name: str) -> None:
+    """Reject calls to functions that do not exist now, rather than on every event."""
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "function_expression" and node.get("value") not in known:
+        raise IdempotencyConfigError(f"{name} calls an unknown function {node.get('value')!r}")
+    for child in node.get("children", ()):
+        _check_function_names(child, known, name)
 
 
 def _custom_functions(options: dict[str, Any] | None) -> functions.Functions | None:

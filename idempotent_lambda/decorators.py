@@ -116,7 +116,11 @@ def _decorator(
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Invocation | None:
             payload, context = locate(args, kwargs)
             if idempotency_disabled():
-                report(Decision(Outcome.DISABLED, call.function_name), settings.decision_hook)
+                report(
+                    Decision(Outcome.DISABLED, call.function_name),
+                    settings.decision_hook,
+                    log=settings.logger,
+                )
                 return None
             invocation = derive_invocation(
                 settings,
@@ -126,7 +130,11 @@ def _decorator(
                 context=context if context is not None else settings.bound_context(),
             )
             if invocation is None:
-                report(Decision(Outcome.SKIPPED, call.function_name), settings.decision_hook)
+                report(
+                    Decision(Outcome.SKIPPED, call.function_name),
+                    settings.decision_hook,
+                    log=settings.logger,
+                )
             return invocation
 
         if inspect.iscoroutinefunction(function):

@@ -1,0 +1,111 @@
+"""How records look to an operator: JSON views, times, tables."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from idempotent_lambda._result_codec import decode_result, unstorable_reason
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+_UTC = datetime.timezone.utc
+
+
+def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:
+    """Tell whether ``record`` is IN_PROGRESS with a lease that ended before ``cutoff_ms``."""
+    return record.status is Status.IN_PROGRESS and record.lease_passed(cutoff_ms)
+
+
+def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str, Any]:
+    """Return what an operator sees of ``record`` at ``now_ms``, without its result."""
+    expiry_ms = None if record.expiry_timestamp is None else record.expiry_timestamp * 1000
+    lease_ms = record.in_progress_expiry_timestamp
+    in_progress = record.status is Status.IN_PROGRESS
+    return {
+        "key": record.idempotency_key,
+        "status": record.effective_status(now_ms).value,
+        "stored_status": record.status.value,
+        "stuck": is_stuck(record, cutoff_ms),
+        "expires_at": iso(expiry_ms, seconds_only=True),
+        "expires_in_seconds": None if expiry_ms is None else (expiry_ms - now_ms) // 1000,
+        "lease_ends_at": iso(lease_ms) if in_progress else None,
+        "lease_remaining_seconds": (
+            round((lease_ms - now_ms) / 1000, 3) if in_progress and lease_ms is not None else None
+        ),
+        "owner": record.owner,
+        "validation_hash": record.payload_hash,
+    }
+
+
+def with_result(record_view: dict[str, Any], record: IdempotencyRecord) -> dict[str, Any]:
+    """Add the decoded result (and the exact stored text) to a view."""
+    data = record.response_data
+    reason = None if data is None else unstorable_reason(data)
+    result = None if data is None or reason is not None else jsonable(decode_result(data))
+    return {**record_view, "result": result, "unstorable_reason": reason, "stored_data": data}
+
+
+def jsonable(value: Any) -> Any:
+    """Turn a decoded result into plain JSON for display (Decimal as number, bytes as base64)."""
+    if isinstance(value, decimal.Decimal):  # as a number when that shows it exactly
+        if value.is_finite() and int(value.as_tuple().exponent) >= 0:
+            return int(value)
+        as_float = float(value)
+        return as_float if repr(as_float) == str(value) else str(value)
+    if isinstance(value, bytes):
+        return "base64:" + base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else repr(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted((jsonable(item) for item in value), key=repr)
+    return value
+
+
+def iso(epoch_ms: int | None, *, seconds_only: bool = False) -> str | None:
+    """Return ``epoch_ms`` as ISO-8601 UTC (``...Z``); None stays None."""
+    if epoch_ms is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=_UTC)
+    text = moment.isoformat(timespec="seconds" if seconds_only else "milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def relative(delta_ms: int | None) -> str:
+    """Return ``"in 4m 2s"`` for a future delta, ``"4m 2s ago"`` for a past one."""
+    if delta_ms is None:
+        return "-"
+    seconds = abs(delta_ms) // 1000
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    units = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    first = next((i for i, (n, _) in enumerate(units) if n), len(units) - 1)
+    text = " ".join(f"{n}{unit}" for n, unit in units[first : first + 2])
+    return f"in {text}" if delta_ms >= 0 else f"{text} ago"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Return ``rows`` as a left-aligned text table under ``headers``."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (headers, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def write_json(value: Any) -> None:
+    """Print ``value`` as indented JSON on stdout."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def note(message: str) -> None:
+    """Print a human note (summaries, progress) on stderr, keeping stdout for data."""
+    print(message, file=sys.stderr)
