@@ -1,0 +1,310 @@
+"""Read an API Gateway / Function URL / ALB proxy event into what the HTTP adapter needs.
+
+Four event shapes reach a proxy handler:
+
+=================  ===========================================  ==================================
+shape              recognised by                                route (part of the key's scope)
+=================  ===========================================  ==================================
+REST API (v1)      ``httpMethod`` (also HTTP API payload 1.0)   ``resource``
+HTTP API (v2)      ``version == "2.0"``                         ``routeKey``
+Function URL       v2 with ``routeKey`` ``"$default"`` / none   ``rawPath``
+ALB                ``requestContext.elb``                       ``path``
+=================  ===========================================  ==================================
+
+A v1 ``resource`` or v2 ``routeKey`` of ``"$default"`` (a catch-all route) falls back to the path,
+so unrelated paths never share a scope. Nothing here raises anything but `MalformedEventError`,
+whose reason is a fixed phrase (never request data), safe to log and to return to the client.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+#: Longest accepted idempotency key (the IETF draft's examples and Stripe's limit).
+MAX_KEY_LENGTH = 255
+
+# Structured Field parameters after a quoted key: ``;name`` or ``;name=value``; ignored.
+_SF_PARAMETERS = re.compile(r'(?:;[ ]*[a-z*][a-z0-9_\-.*]*(?:=(?:"(?:[^"\\]|\\["\\])*"|[^;"]*))?)*')
+
+# Where the authenticated caller is found under ``requestContext``, in order of preference.
+CALLER_SOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sub", ("authorizer", "claims", "sub")),  # REST API Cognito user pool authorizer
+    ("sub", ("authorizer", "jwt", "claims", "sub")),  # HTTP API JWT authorizer
+    ("principal", ("authorizer", "principalId")),  # Lambda authorizer (REST API)
+    ("principal", ("authorizer", "lambda", "principalId")),  # Lambda authorizer context (v2)
+    ("iam", ("identity", "userArn")),  # REST API IAM authorization
+    ("iam", ("authorizer", "iam", "userArn")),  # HTTP API / Function URL IAM authorization
+    ("api-key", ("identity", "apiKeyId")),  # REST API usage-plan API key (its id, not the key)
+)
+
+
+class Shape(enum.Enum):
+    """The family of an event, which is also the family its response must belong to."""
+
+    V1 = "v1"
+    """REST API (and HTTP API payload 1.0)."""
+    V2 = "v2"
+    """HTTP API payload 2.0 and Lambda Function URLs."""
+    ALB = "alb"
+    """Application Load Balancer target."""
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """How to answer an event: its shape, and whether headers travel as multi-value lists."""
+
+    shape: Shape
+    multi_value: bool
+
+
+class MalformedEventError(Exception):
+    """The event is not a proxy request this adapter can read; the reason holds no user data."""
+
+
+class InvalidKeyError(Exception):
+    """The idempotency key header is present but unusable; the reason holds no user data."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """The parts of one proxy event that identify and fingerprint the request.
+
+    Attributes:
+        family: Event shape, for answering in kind.
+        method: Upper-case HTTP method.
+        route: The route the request matched (see the module docstring).
+        path: The request path.
+        query: Query parameters as sorted ``(name, (values...))`` pairs.
+        caller: ``(source, id)`` of the authenticated caller, or None.
+        key_values: Every value of the idempotency key header (usually one, or none).
+        body: The body: bytes when it was base64-encoded (decoded here), else the text.
+    """
+
+    family: Family
+    method: str
+    route: str
+    path: str
+    query: tuple[tuple[str, tuple[str, ...]], ...]
+    caller: tuple[str, str] | None
+    key_values: tuple[str, ...]
+    body: str | bytes
+
+
+def family_of(event: Any) -> Family:
+    """Guess the shape of anything, for answering it; never raises."""
+    if not isinstance(event, dict):
+        return Family(Shape.V1, multi_value=False)
+    context = event.get("requestContext")
+    multi = isinstance(event.get("multiValueHeaders"), dict)
+    if isinstance(context, dict) and "elb" in context:
+        return Family(Shape.ALB, multi_value="multiValueHeaders" in event)
+    if event.get("version") == "2.0":
+        return Family(Shape.V2, multi_value=False)
+    return Family(Shape.V1, multi_value=multi)
+
+
+def parse_request(event: Any, header_name: str) -> HttpRequest:
+    """Read the request out of a proxy event.
+
+    Args:
+        event: The Lambda event.
+        header_name: The idempotency key header, lower-case.
+
+    Raises:
+        MalformedEventError: Not a proxy event, or a field has the wrong type, or the body is
+            not valid base64.
+    """
+    if not isinstance(event, dict):
+        raise MalformedEventError("the event is not a JSON object")
+    family = family_of(event)
+    context = event.get("requestContext")
+    if context is not None and not isinstance(context, dict):
+        raise MalformedEventError("requestContext is not an object")
+    context = context or {}
+    if family.shape is Shape.V2:
+        http = context.get("http")
+        method = _string(http.get("method") if isinstance(http, dict) else None, "method")
+        path = _string(event.get("rawPath"), "rawPath")
+        route = _optional_string(event.get("routeKey"), "routeKey")
+        query = _raw_query(event)
+    else:
+        if "httpMethod" not in event:
+            raise MalformedEventError(
+                "no httpMethod: not an API Gateway, Function URL or ALB event"
+            )
+        method = _string(event.get("httpMethod"), "httpMethod")
+        path = _string(event.get("path"), "path")
+        route = None
+        if family.shape is Shape.V1:
+            route = _optional_string(event.get("resource"), "resource")
+        query = _query_parameters(event)
+    if not method:
+        raise MalformedEventError("the method is empty")
+    return HttpRequest(
+        family=family,
+        method=method.upper(),
+        route=path if route is None or route in ("", "$default") else route,
+        path=path,
+        query=query,
+        caller=_caller(context),
+        key_values=_header_values(event, header_name),
+        body=_body(event),
+    )
+
+
+def read_key(values: tuple[str, ...]) -> str | None:
+    """Return the idempotency key from the header's values; None when the header is absent.
+
+    The value may be bare or a Structured Field string (``"abc"``, with ``\\"`` and ``\\\\``
+    escapes and optional parameters, which are ignored). The key must be 1 to 255 printable ASCII
+    characters (space to ``~``).
+
+    Raises:
+        InvalidKeyError: The header is repeated with different values, or its value is unusable.
+    """
+    if not values:
+        return None
+    keys = {_unquote(value.strip(" \t")) for value in values}
+    if len(keys) > 1:
+        raise InvalidKeyError("the header was sent more than once with different values")
+    (key,) = keys
+    if not 0 < len(key) <= MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
+        raise InvalidKeyError(
+            f"the key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters, "
+            "bare or as a quoted Structured Field string"
+        )
+    return key
+
+
+def _unquote(value: str) -> str:
+    if not value.startswith('"'):
+        return value
+    chars: list[str] = []
+    index = 1
+    while index < len(value):
+        char = value[index]
+        if char == "\\":
+            escaped = value[index + 1 : index + 2]
+            if escaped not in ('"', "\\"):
+                raise InvalidKeyError("the quoted key holds an invalid escape")
+            chars.append(escaped)
+            index += 2
+        elif char == '"':
+            if _SF_PARAMETERS.fullmatch(value, index + 1) is None:
+                raise InvalidKeyError("unexpected text after the quoted key")
+            return "".join(chars)
+        else:
+            chars.append(char)
+            index += 1
+    raise InvalidKeyError("the quoted key has no closing quote")
+
+
+def _header_values(event: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Collect the header's values from ``headers`` and ``multiValueHeaders``, any name case."""
+    found: list[str] = []
+    size = len(name)
+    headers = event.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict):
+            raise MalformedEventError("headers is not an object")
+        for header, value in headers.items():
+            # Cheap length test first: this runs for every header of every request.
+            matches = type(header) is str and len(header) == size and header.lower() == name
+            if matches and value is not None:
+                found.append(_string(value, "a header value"))
+    multi = event.get("multiValueHeaders")
+    if multi is not None:
+        if not isinstance(multi, dict):
+            raise MalformedEventError("multiValueHeaders is not an object")
+        for header, values in multi.items():
+            if type(header) is str and len(header) == size and header.lower() == name:
+                if values is None:
+                    continue
+                if not isinstance(values, list):
+                    raise MalformedEventError("a multiValueHeaders entry is not a list")
+                found.extend(_string(value, "a header value") for value in values)
+    return tuple(found)
+
+
+def _caller(context: dict[str, Any]) -> tuple[str, str] | None:
+    for source, path in CALLER_SOURCES:
+        node: Any = context
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        if node is None or node == "":
+            continue
+        if isinstance(node, bool) or not isinstance(node, str | int):
+            raise MalformedEventError("a caller identity in requestContext is not a string")
+        return source, str(node)
+    return None
+
+
+def _body(event: dict[str, Any]) -> str | bytes:
+    body = event.get("body")
+    if body is None:
+        body = ""
+    elif not isinstance(body, str):
+        raise MalformedEventError("body is not a string")
+    encoded = event.get("isBase64Encoded")
+    if encoded is None or encoded is False:
+        return body
+    if encoded is not True:
+        raise MalformedEventError("isBase64Encoded is not a boolean")
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError) as exc:  # ValueError: non-ASCII characters
+        raise MalformedEventError("body is not valid base64") from exc
+
+
+def _raw_query(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    raw = event.get("rawQueryString")
+    if raw is None:
+        return _query_parameters(event)
+    grouped: dict[str, list[str]] = {}
+    for name, value in parse_qsl(_string(raw, "rawQueryString"), keep_blank_values=True):
+        grouped.setdefault(name, []).append(value)
+    return tuple(sorted((name, tuple(values)) for name, values in grouped.items()))
+
+
+def _query_parameters(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    multi = event.get("multiValueQueryStringParameters")
+    if multi is not None:
+        if not isinstance(multi, dict):
+            raise MalformedEventError("multiValueQueryStringParameters is not an object")
+        pairs = []
+        for name, values in multi.items():
+            if not isinstance(values, list):
+                raise MalformedEventError("a query parameter's values are not a list")
+            pairs.append((_string(name, "a query name"), tuple(_strings(values))))
+        return tuple(sorted(pairs))
+    single = event.get("queryStringParameters")
+    if single is None:
+        return ()
+    if not isinstance(single, dict):
+        raise MalformedEventError("queryStringParameters is not an object")
+    return tuple(
+        sorted(
+            (_string(name, "a query name"), (_string(value, "a query value"),))
+            for name, value in single.items()
+        )
+    )
+
+
+def _strings(values: list[Any]) -> list[str]:
+    return [_string(value, "a query value") for value in values]
+
+
+def _string(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedEventError(f"{what} is missing or not a string")
+    return value
+
+
+def _optional_string(value: Any, what: str) -> str | None:
+    return None if value is None else _string(value, what)

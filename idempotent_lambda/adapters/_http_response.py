@@ -1,0 +1,127 @@
+"""Responses of the HTTP adapter: problem details, status policy, and marking replays.
+
+Every response is built in the family of the event it answers: v1 and ALB events that carried
+``multiValueHeaders`` get ``multiValueHeaders`` back (an ALB in multi-value mode ignores
+``headers``), ALB responses carry a ``statusDescription``, v2 responses are plain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from idempotent_lambda.adapters._http_event import Family, Shape
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+REPLAYED_HEADER = "Idempotent-Replayed"
+#: ``type`` of the problems defined by the Idempotency-Key draft (missing/invalid key, key reuse,
+#: concurrent request); other problems use ``about:blank`` (RFC 9457: the title says it all).
+IDEMPOTENCY_PROBLEM_TYPE = (
+    "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/"
+)
+
+StorePolicy = bool | Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A stored response on its way back, to be marked once the event's family is known."""
+
+    response: Any
+
+
+def problem(
+    family: Family,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    problem_type: str = "about:blank",
+    retry_after: int | None = None,
+) -> dict[str, Any]:
+    """Return an ``application/problem+json`` response (RFC 9457) in the event's family."""
+    body = json.dumps(
+        {"type": problem_type, "title": title, "status": status, "detail": detail},
+        separators=(",", ":"),
+    )
+    headers = {"Content-Type": PROBLEM_CONTENT_TYPE, "Cache-Control": "no-store"}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    response: dict[str, Any] = {"statusCode": status}
+    if family.shape is Shape.ALB:
+        response["statusDescription"] = f"{status} {HTTPStatus(status).phrase}"
+    if family.multi_value:
+        response["multiValueHeaders"] = {name: [value] for name, value in headers.items()}
+    else:
+        response["headers"] = headers
+    response["body"] = body
+    response["isBase64Encoded"] = False
+    return response
+
+
+def status_of(response: Any) -> int:
+    """Return a handler response's status; 200 when it has none (what HTTP API infers)."""
+    if isinstance(response, Mapping):
+        code = response.get("statusCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+        if isinstance(code, str) and code.isascii() and code.isdigit():
+            return int(code)
+    return 200
+
+
+def storable(policy: StorePolicy) -> Callable[[Any], bool]:
+    """Return the engine's ``store_result_if``: no 5xx; 4xx as ``policy`` says; the rest yes."""
+
+    def store_result_if(response: Any) -> bool:
+        status = status_of(response)
+        if status >= 500:
+            return False
+        if status >= 400:
+            return bool(policy(status)) if callable(policy) else policy
+        return True
+
+    return store_result_if
+
+
+def mark_replayed(response: Any, family: Family) -> Any:
+    """Return a replayed response with ``Idempotent-Replayed: true`` added in the right place.
+
+    Status, headers, multi-value headers, cookies, body and ``isBase64Encoded`` are kept. A v2
+    response stored in the inferred format (no ``statusCode``) is spelled out the way HTTP API
+    would have sent it, so the header can be added. A response that has none of these forms is
+    returned as stored.
+    """
+    if isinstance(response, Mapping) and "statusCode" in response:
+        marked = dict(response)
+        single, multi = marked.get("headers"), marked.get("multiValueHeaders")
+        if isinstance(multi, Mapping) or (family.multi_value and multi is None):
+            marked["multiValueHeaders"] = _with_header(multi or {}, ["true"])
+        if isinstance(single, Mapping) or (not family.multi_value and single is None):
+            marked["headers"] = _with_header(single or {}, "true")
+        return marked
+    if family.shape is Shape.V2 and response is not None:
+        try:
+            body = json.dumps(response)
+        except (TypeError, ValueError):
+            return response
+        return {
+            "statusCode": 200,
+            "headers": {"Content-Type": "application/json", REPLAYED_HEADER: "true"},
+            "body": body,
+            "isBase64Encoded": False,
+        }
+    return response
+
+
+def _with_header(headers: Mapping[Any, Any], value: Any) -> dict[Any, Any]:
+    marked = {
+        name: existing
+        for name, existing in headers.items()
+        if not (isinstance(name, str) and name.lower() == REPLAYED_HEADER.lower())
+    }
+    marked[REPLAYED_HEADER] = value
+    return marked

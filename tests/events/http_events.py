@@ -1,0 +1,169 @@
+"""Build HTTP proxy events of every shape from the JSON fixtures next to this file.
+
+The fixtures follow AWS's documented examples: ``apigateway-v1`` (REST API, aws-proxy),
+``apigateway-v2`` (HTTP API, payload 2.0), ``function-url``, ``alb`` and ``alb-multivalue``.
+`make_event` edits a fresh copy the way each service would deliver the request.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+HERE = Path(__file__).parent
+SHAPES = ("apigateway-v1", "apigateway-v2", "function-url", "alb", "alb-multivalue")
+V2_SHAPES = ("apigateway-v2", "function-url")
+MULTI_VALUE_SHAPES = ("apigateway-v1", "alb-multivalue")
+
+#: Identity sources each shape can carry (ALB carries none).
+CALLER_SOURCES: dict[str, tuple[str, ...]] = {
+    "apigateway-v1": ("sub", "principal", "iam", "api-key"),
+    "apigateway-v2": ("sub", "principal", "iam"),
+    "function-url": ("iam",),
+    "alb": (),
+    "alb-multivalue": (),
+}
+_V1_CALLER_PATHS = {
+    "sub": ("authorizer", "claims", "sub"),
+    "principal": ("authorizer", "principalId"),
+    "iam": ("identity", "userArn"),
+    "api-key": ("identity", "apiKeyId"),
+}
+_V2_CALLER_PATHS = {
+    "sub": ("authorizer", "jwt", "claims", "sub"),
+    "principal": ("authorizer", "lambda", "principalId"),
+    "iam": ("authorizer", "iam", "userArn"),
+}
+_FIXTURES: dict[str, dict[str, Any]] = {}
+
+
+def load(shape: str) -> dict[str, Any]:
+    """Return a fresh copy of the fixture of ``shape``."""
+    if shape not in _FIXTURES:
+        _FIXTURES[shape] = json.loads((HERE / f"{shape}.json").read_text())
+    return copy.deepcopy(_FIXTURES[shape])
+
+
+def make_event(
+    shape: str,
+    *,
+    key: str | None = None,
+    header_name: str = "Idempotency-Key",
+    method: str = "POST",
+    path: str = "/orders",
+    route: str | None = None,
+    body: str | bytes = '{"order_id": "ord-1", "amount": 42}',
+    base64_body: bool = False,
+    query: dict[str, list[str]] | None = None,
+    headers: dict[str, str] | None = None,
+    caller: tuple[str, str] | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """Return an event of ``shape`` for the described request.
+
+    Args:
+        key: Value of the idempotency key header; None leaves the header out.
+        route: The matched route (v1 resource, v2 route path); ``path`` when omitted.
+        body: Text, or bytes (always sent base64-encoded).
+        base64_body: Send a text body base64-encoded.
+        caller: ``(source, id)`` with a source from `CALLER_SOURCES` for the shape.
+    """
+    event = load(shape)
+    extra = dict(headers or {})
+    if key is not None:
+        extra[header_name] = key
+    _set_headers(event, shape, extra)
+    _set_request_line(event, shape, method, path, route or path)
+    _set_query(event, shape, query or {})
+    if isinstance(body, bytes) or base64_body:
+        raw = body if isinstance(body, bytes) else body.encode()
+        event["body"] = base64.b64encode(raw).decode()
+        event["isBase64Encoded"] = True
+    else:
+        event["body"] = body
+    if caller is not None:
+        _set_caller(event, shape, *caller)
+    if request_id is not None:
+        if shape.startswith("alb"):
+            _set_headers(event, shape, {"X-Amzn-Trace-Id": f"Root={request_id}"})
+        else:
+            event["requestContext"]["requestId"] = request_id
+    return event
+
+
+def header(response: dict[str, Any], name: str) -> list[str]:
+    """Return the distinct values of response header ``name`` (any case), as API Gateway merges
+    ``headers`` and ``multiValueHeaders``."""
+    values: list[str] = []
+    for field in ("headers", "multiValueHeaders"):
+        for found, value in (response.get(field) or {}).items():
+            if found.lower() == name.lower():
+                values.extend(
+                    v for v in (value if isinstance(value, list) else [value]) if v not in values
+                )
+    return values
+
+
+def problem(response: dict[str, Any]) -> dict[str, Any]:
+    """Return the parsed problem+json body of ``response``, checking its content type."""
+    assert header(response, "Content-Type") == ["application/problem+json"]
+    parsed: dict[str, Any] = json.loads(response["body"])
+    return parsed
+
+
+def _set_headers(event: dict[str, Any], shape: str, extra: dict[str, str]) -> None:
+    for name, value in extra.items():
+        if shape in V2_SHAPES:
+            event["headers"][name.lower()] = value  # API Gateway v2 lower-cases header names
+        if shape in ("apigateway-v1", "alb"):
+            event["headers"][name] = value
+        if shape in MULTI_VALUE_SHAPES:
+            event["multiValueHeaders"][name] = [value]
+
+
+def _set_request_line(
+    event: dict[str, Any], shape: str, method: str, path: str, route: str
+) -> None:
+    if shape == "apigateway-v1":
+        event["httpMethod"] = event["requestContext"]["httpMethod"] = method
+        event["path"] = path
+        event["resource"] = event["requestContext"]["resourcePath"] = route
+        event["requestContext"]["path"] = f"/prod{path}"
+    elif shape in V2_SHAPES:
+        event["requestContext"]["http"]["method"] = method
+        event["rawPath"] = event["requestContext"]["http"]["path"] = path
+        if shape == "apigateway-v2":
+            event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {route}"
+    else:
+        event["httpMethod"] = method
+        event["path"] = path
+
+
+def _set_query(event: dict[str, Any], shape: str, query: dict[str, list[str]]) -> None:
+    if shape == "apigateway-v1":
+        event["queryStringParameters"] = {k: v[-1] for k, v in query.items()} or None
+        event["multiValueQueryStringParameters"] = dict(query) or None
+    elif shape in V2_SHAPES:
+        event["rawQueryString"] = urlencode([(k, v) for k, vs in query.items() for v in vs])
+        if query:
+            event["queryStringParameters"] = {k: ",".join(v) for k, v in query.items()}
+    elif shape == "alb":  # ALB passes names and values still percent-encoded
+        event["queryStringParameters"] = {quote(k): quote(v[-1]) for k, v in query.items()}
+    else:
+        event["multiValueQueryStringParameters"] = {
+            quote(k): [quote(v) for v in vs] for k, vs in query.items()
+        }
+
+
+def _set_caller(event: dict[str, Any], shape: str, source: str, identity: str) -> None:
+    assert source in CALLER_SOURCES[shape], f"{shape} cannot carry a {source} caller"
+    paths = _V1_CALLER_PATHS if shape == "apigateway-v1" else _V2_CALLER_PATHS
+    node = event["requestContext"]
+    *parents, leaf = paths[source]
+    for step in parents:
+        node = node.setdefault(step, {})
+    node[leaf] = identity
