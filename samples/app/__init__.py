@@ -1,0 +1,9 @@
+"""The sample order service: three Lambda functions made idempotent with idempotent_lambda.
+
+- `create_order` — ``POST /orders`` behind an HTTP API, keyed by the ``Idempotency-Key`` header.
+- `process_payment` — payments from an SQS queue, keyed by the payment id in the message.
+- `project_orders` — per-customer totals from the orders table's stream, once per record.
+
+Deployed by ``template.yaml`` (where this package is ``app``); run locally by ``samples.demo``.
+Modules import each other relatively so the package works under either name.
+"""

@@ -1,0 +1,187 @@
+"""Invoke handlers locally the way Lambda would: events of the right shape, a context.
+
+The event builders produce what API Gateway (HTTP API, payload 2.0), an SQS event source
+mapping and a DynamoDB Stream event source mapping deliver. Stream records are not made up:
+`StreamReader` reads them from the endpoint's DynamoDB Streams API and adds what the mapping adds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from idempotent_lambda.testing import FakeLambdaContext
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+Handler = Callable[[Any, Any], Any]
+
+
+def load_handler(dotted: str) -> Handler:
+    """Import ``package.module.function`` and return the function.
+
+    Raises:
+        ValueError: ``dotted`` does not name a callable in an importable module.
+    """
+    module_name, _, attribute = dotted.rpartition(".")
+    if not module_name:
+        raise ValueError(f"{dotted!r} is not module.function")
+    handler = getattr(importlib.import_module(module_name), attribute, None)
+    if not callable(handler):
+        raise ValueError(f"{dotted!r} is not a callable")
+    return handler  # type: ignore[no-any-return]
+
+
+def invoke(handler: Handler, event: Any, *, function_name: str, timeout_s: int = 10) -> Any:
+    """Call ``handler(event, context)`` with a fresh context of ``timeout_s`` remaining."""
+    context = FakeLambdaContext(timeout_s * 1000, function_name=function_name)
+    return handler(event, context)
+
+
+def http_api_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    route_key: str | None = None,
+) -> dict[str, Any]:
+    """Return an HTTP API (payload format 2.0) proxy event; header names are lower-cased."""
+    text = body if isinstance(body, str) or body is None else json.dumps(body)
+    now = time.time()
+    return {
+        "version": "2.0",
+        "routeKey": route_key or f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "user-agent": "samples.demo",
+            **{name.lower(): value for name, value in (headers or {}).items()},
+        },
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": "local",
+            "domainName": "localhost",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "samples.demo",
+            },
+            "requestId": uuid.uuid4().hex,
+            "routeKey": route_key or f"{method} {path}",
+            "stage": "$default",
+            "timeEpoch": int(now * 1000),
+        },
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+def sqs_message(body: Any, *, queue_arn: str, receive_count: int = 1) -> dict[str, Any]:
+    """Return one SQS event record with a fresh message id, as the event source mapping sends."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    now_ms = str(int(time.time() * 1000))
+    return {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": uuid.uuid4().hex,
+        "body": text,
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": now_ms,
+            "SenderId": "AIDAEXAMPLE",
+            "ApproximateFirstReceiveTimestamp": now_ms,
+        },
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(text.encode()).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": REGION,
+    }
+
+
+def redelivered(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``record`` as SQS delivers it again: same message id, receive count + 1."""
+    attributes = dict(record["attributes"])
+    attributes["ApproximateReceiveCount"] = str(int(attributes["ApproximateReceiveCount"]) + 1)
+    return {**record, "receiptHandle": uuid.uuid4().hex, "attributes": attributes}
+
+
+def queue_arn(name: str) -> str:
+    """Return the ARN a queue called ``name`` has in the local account."""
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+
+
+class StreamReader:
+    """Read a table's stream from a position onwards, as Lambda's event source mapping does.
+
+    Construct it before the writes: it starts at ``LATEST`` of every shard, so `read` returns
+    exactly the records of the writes made since (however many earlier runs the table saw).
+    """
+
+    def __init__(self, client: Any, stream_arn: str) -> None:
+        """Start at the end of every shard of ``stream_arn`` (a ``dynamodbstreams`` client)."""
+        self._client = client
+        self.stream_arn = stream_arn
+        self._iterators: dict[str, str] = {}
+        for shard in self._shards():
+            self._iterators[shard] = client.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard, ShardIteratorType="LATEST"
+            )["ShardIterator"]
+
+    def read(self) -> list[dict[str, Any]]:
+        """Return the records written since the last read, in the Lambda event's shape."""
+        for shard in self._shards():  # shards opened since: read them from their start
+            if shard not in self._iterators:
+                self._iterators[shard] = self._client.get_shard_iterator(
+                    StreamArn=self.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+        records: list[dict[str, Any]] = []
+        for shard in list(self._iterators):
+            iterator = self._iterators[shard]
+            while iterator:
+                page = self._client.get_records(ShardIterator=iterator, Limit=1000)
+                records.extend(self._as_event_record(record) for record in page["Records"])
+                self._iterators[shard] = page.get("NextShardIterator", "")  # "": shard closed
+                iterator = self._iterators[shard] if page["Records"] else ""
+        records.sort(key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
+        return records
+
+    def _shards(self) -> list[str]:
+        description = self._client.describe_stream(StreamArn=self.stream_arn)
+        return [shard["ShardId"] for shard in description["StreamDescription"]["Shards"]]
+
+    def _as_event_record(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Add what the event source mapping adds; dates travel as epoch seconds in events."""
+        change = dict(record["dynamodb"])
+        created = change.get("ApproximateCreationDateTime")
+        if isinstance(created, datetime):
+            change["ApproximateCreationDateTime"] = int(created.timestamp())
+        return {**record, "dynamodb": change, "eventSourceARN": self.stream_arn}
+
+
+def stream_event(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wrap stream records in the batch event Lambda delivers."""
+    return {"Records": records}
+
+
+def sqs_event(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wrap SQS records in the batch event Lambda delivers."""
+    return {"Records": records}
+
+
+def as_ttl_removal(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Mark a REMOVE record the way DynamoDB marks the deletions its TTL process makes."""
+    return {
+        **record,
+        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+    }

@@ -1,0 +1,562 @@
+"""The narrated scenario of ``make demo``; ``tests/functional`` runs the same steps under pytest.
+
+`start_app` creates the tables from ``template.yaml`` on a DynamoDB endpoint, points the three
+handlers of `samples.app` at them through the environment the template defines, and returns a
+`LocalApp`. Each ``step_*`` drives the handlers with the events Lambda would deliver, prints what
+happens to a `Transcript` and checks it (`Transcript.expect`); a failed check is counted, never
+raised, so the whole story is told.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from samples.local_lambda import (
+    Handler,
+    StreamReader,
+    as_ttl_removal,
+    http_api_event,
+    invoke,
+    load_handler,
+    queue_arn,
+    redelivered,
+    sqs_event,
+    sqs_message,
+    stream_event,
+)
+from samples.local_stack import create_tables, load_template
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+#: Outcomes after which the handler body had run (see `idempotent_lambda.Outcome`).
+EXECUTED = frozenset(
+    {"CLAIMED", "TAKEN_OVER", "RELEASED", "RELEASE_FAILED", "LEASE_LOST", "COMPLETE_FAILED"}
+)
+#: The sample's functions: logical id in template.yaml, handler, key prefix in the app.
+FUNCTIONS = {
+    "CreateOrderFunction": ("samples.app.create_order", "orders.create_order"),
+    "ProcessPaymentFunction": ("samples.app.process_payment", "orders.process_payment"),
+    "ProjectOrdersFunction": ("samples.app.project_orders", "orders.project_orders"),
+}
+
+
+class Transcript:
+    """Print numbered steps and checks; remember the checks that failed."""
+
+    def __init__(self, out: Callable[[str], None] = print) -> None:
+        self.out = out
+        self.failures: list[str] = []
+        self.checks = 0
+
+    def step(self, text: str) -> None:
+        """Print a scenario step."""
+        self.out(f"\n== {text}")
+
+    def note(self, text: str) -> None:
+        """Print a detail line."""
+        self.out(f"   {text}")
+
+    def expect(self, what: str, ok: bool) -> bool:
+        """Print a check, count it if it failed, and return ``ok``."""
+        self.checks += 1
+        self.out(f"   [{'ok' if ok else 'FAILED'}] {what}")
+        if not ok:
+            self.failures.append(what)
+        return ok
+
+
+class DecisionLog(logging.Handler):
+    """Collect the library's decisions (one log record each on ``idempotent_lambda``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.decisions: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Keep the decision fields of ``record``, if it is a decision."""
+        fields = getattr(record, "idempotency", None)
+        if isinstance(fields, dict):
+            self.decisions.append(dict(fields))
+
+    def outcomes(self, key_prefix: str) -> Counter[str]:
+        """Count the outcomes of one function, by the key prefix it uses."""
+        return Counter(
+            d["outcome"] for d in self.decisions if str(d.get("key", "")).startswith(key_prefix)
+        )
+
+    def executions(self, key_prefix: str) -> int:
+        """Count how often the function's body ran."""
+        return sum(n for outcome, n in self.outcomes(key_prefix).items() if outcome in EXECUTED)
+
+    def replays(self, key_prefix: str) -> int:
+        """Count how often the function's stored result was replayed."""
+        return self.outcomes(key_prefix)["REPLAYED"]
+
+
+class RequestCounter:
+    """Count the DynamoDB requests of a boto3 session's clients, by table and operation."""
+
+    def __init__(self, session: boto3.session.Session) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+        session.events.register("before-parameter-build.dynamodb", self._seen)
+
+    def _seen(self, params: Mapping[str, Any], event_name: str, **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        with self._lock:
+            self.counts[str(params.get("TableName", "-")), operation] += 1
+
+    def for_table(self, table: str) -> Counter[str]:
+        """Count the requests on ``table`` by operation."""
+        return Counter({op: n for (name, op), n in self.counts.items() if name == table})
+
+
+_SHOWN_HEADERS = ("idempotent-replayed", "retry-after")
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """An HTTP response as the handler returned it, body parsed."""
+
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+    @classmethod
+    def of(cls, result: Mapping[str, Any]) -> Response:
+        """Read a proxy handler's result."""
+        headers = {name.lower(): str(value) for name, value in result.get("headers", {}).items()}
+        text = result.get("body") or "null"
+        return cls(int(result["statusCode"]), headers, json.loads(text))
+
+    def show(self) -> str:
+        """Summarise for the transcript."""
+        shown = {k: v for k, v in self.headers.items() if k in _SHOWN_HEADERS}
+        body = self.body
+        if isinstance(body, dict) and "order_id" in body:
+            body = {k: body[k] for k in ("order_id", "status", "total") if k in body}
+        elif isinstance(body, dict) and "title" in body:
+            body = {"title": body["title"]}
+        return f"{self.status} {json.dumps(body)}" + (f" {shown}" if shown else "")
+
+
+@dataclass
+class LocalApp:
+    """The three functions of the sample running against local tables, and what watches them."""
+
+    handlers: dict[str, Handler]
+    dynamodb: DynamoDBClient
+    tables: dict[str, str]
+    environment: dict[str, str]
+    stream: StreamReader
+    decisions: DecisionLog
+    requests: RequestCounter
+    run_id: str
+    invocations: Counter[str] = field(default_factory=Counter)
+    records: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fork(self) -> LocalApp:
+        """Return the same app under a new run id (fresh keys, customers and orders)."""
+        return dataclasses.replace(self, run_id=uuid.uuid4().hex[:8])
+
+    def call(self, function: str, event: Any) -> Any:
+        """Invoke one function as Lambda would, counting the invocation."""
+        with self._lock:
+            self.invocations[function] += 1
+            self.records[function] += len(event.get("Records", [])) or 1
+        return invoke(self.handlers[function], event, function_name=function)
+
+    def post_order(self, body: Any, key: str | None) -> Response:
+        """``POST /orders`` with ``body`` and the ``Idempotency-Key`` header (None: omitted)."""
+        headers = {} if key is None else {"Idempotency-Key": key}
+        event = http_api_event("POST", "/orders", body=body, headers=headers)
+        return Response.of(self.call("CreateOrderFunction", event))
+
+    def executions(self, function: str) -> int:
+        """How often ``function``'s body ran."""
+        return self.decisions.executions(FUNCTIONS[function][1])
+
+    def replays(self, function: str) -> int:
+        """How often ``function``'s stored result was replayed."""
+        return self.decisions.replays(FUNCTIONS[function][1])
+
+    def order(self, order_id: str) -> dict[str, Any] | None:
+        """Read an order item (plain values)."""
+        item = self.dynamodb.get_item(
+            TableName=self.tables["OrdersTable"], Key={"order_id": {"S": order_id}}
+        ).get("Item")
+        return None if item is None else _plain(item)
+
+    def orders_of(self, customer_id: str) -> list[dict[str, Any]]:
+        """Scan the orders of ``customer_id``."""
+        pages = self.dynamodb.get_paginator("scan").paginate(
+            TableName=self.tables["OrdersTable"],
+            FilterExpression="customer_id = :c",
+            ExpressionAttributeValues={":c": {"S": customer_id}},
+        )
+        return [_plain(item) for page in pages for item in page["Items"]]
+
+    def totals(self, customer_id: str) -> dict[str, Any]:
+        """Read a customer's totals item, without its ``updated_at``."""
+        item = self.dynamodb.get_item(
+            TableName=self.tables["CustomerTotalsTable"],
+            Key={"customer_id": {"S": customer_id}},
+            ConsistentRead=True,
+        ).get("Item", {})
+        return {k: v for k, v in _plain(item).items() if k != "updated_at"}
+
+
+def build_app(endpoint_url: str, *, table_prefix: str = "idempotent-lambda-demo-") -> LocalApp:
+    """Create the tables from template.yaml at ``endpoint_url`` and load the handlers onto them.
+
+    The handlers read their configuration from the environment, as in Lambda: this sets the
+    template's function environment (table names) and ``AWS_ENDPOINT_URL_DYNAMODB`` in
+    ``os.environ`` (also kept in `LocalApp.environment`). The handler modules are imported once
+    per process, so one process drives one endpoint and one set of tables.
+    """
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    session = boto3.session.Session(region_name=region)
+    dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
+    tables = create_tables(dynamodb, prefix=table_prefix)
+    environment = {
+        **tables.environment,
+        "AWS_ENDPOINT_URL_DYNAMODB": endpoint_url,
+        "AWS_DEFAULT_REGION": region,
+    }
+    os.environ.update(environment)
+    stream_arn = dynamodb.describe_table(TableName=tables.names["OrdersTable"])["Table"][
+        "LatestStreamArn"
+    ]
+    streams = session.client("dynamodbstreams", endpoint_url=endpoint_url)
+    from samples.app import aws
+
+    handlers = {
+        function: load_handler(f"{module}.handler") for function, (module, _) in FUNCTIONS.items()
+    }
+    return LocalApp(
+        handlers=handlers,
+        dynamodb=dynamodb,
+        tables=tables.names,
+        environment=environment,
+        stream=StreamReader(streams, stream_arn),
+        decisions=DecisionLog(),
+        requests=RequestCounter(aws.SESSION),
+        run_id=uuid.uuid4().hex[:8],
+    )
+
+
+@contextmanager
+def watching(app: LocalApp) -> Iterator[LocalApp]:
+    """Collect the library's decisions into ``app.decisions`` while the block runs."""
+    library_logger = logging.getLogger("idempotent_lambda")
+    previous_level = library_logger.level
+    library_logger.addHandler(app.decisions)
+    library_logger.setLevel(logging.INFO)
+    try:
+        yield app
+    finally:
+        library_logger.removeHandler(app.decisions)
+        library_logger.setLevel(previous_level)
+
+
+@contextmanager
+def start_app(endpoint_url: str) -> Iterator[LocalApp]:
+    """`build_app` on ``endpoint_url``, `watching` it."""
+    with watching(build_app(endpoint_url)) as app:
+        yield app
+
+
+# --------------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, slots=True)
+class Orders:
+    """The orders step 1 created: ``(order_id, customer_id, total)`` of each."""
+
+    first: tuple[str, str, Decimal]
+    concurrent: tuple[str, str, Decimal]
+    third: tuple[str, str, Decimal]
+
+
+def order_body(customer_id: str, *lines: tuple[str, int, str]) -> dict[str, Any]:
+    """Return a ``POST /orders`` body with ``(sku, quantity, unit_price)`` lines in EUR."""
+    items = [{"sku": s, "quantity": q, "unit_price": p} for s, q, p in lines]
+    return {"customer_id": customer_id, "currency": "EUR", "items": items}
+
+
+def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
+    """Scenario 1: POST /orders, the retry, ten concurrent duplicates, 422, 400."""
+    run = app.run_id
+    alice, bob = f"alice-{run}", f"bob-{run}"
+    t.step("1. CreateOrder: POST /orders with an Idempotency-Key (HTTP API, idempotent_http)")
+    body = order_body(alice, ("BOOK-1", 2, "12.50"), ("PEN-7", 1, "3.20"))
+    key = f"order-{run}-1"
+    runs_before = app.executions("CreateOrderFunction")
+    first = app.post_order(body, key)
+    t.note(f"POST /orders  Idempotency-Key: {key}  -> {first.show()}")
+    t.expect("201 Created with an order id", first.status == 201 and "order_id" in first.body)
+    first_id = str(first.body.get("order_id", ""))
+
+    again = app.post_order(body, key)
+    t.note(f"the same request again                  -> {again.show()}")
+    t.expect("same status and body", (again.status, again.body) == (first.status, first.body))
+    t.expect("Idempotent-Replayed: true", again.headers.get("idempotent-replayed") == "true")
+    t.expect("the handler ran once", app.executions("CreateOrderFunction") - runs_before == 1)
+
+    bob_body = order_body(bob, ("MUG-3", 3, "8.00"))
+    bob_key = f"order-{run}-2"
+    before = app.executions("CreateOrderFunction")
+    barrier = threading.Barrier(10)
+
+    def duplicate() -> Response:
+        barrier.wait()
+        return app.post_order(bob_body, bob_key)
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        responses = list(pool.map(lambda _: duplicate(), range(10)))
+    statuses = Counter(r.status for r in responses)
+    t.note(
+        f"10 concurrent duplicates of a new request -> statuses {dict(sorted(statuses.items()))}"
+    )
+    created = [r for r in responses if r.status == 201]
+    others = [r for r in responses if r.status != 201]
+    t.expect("the handler ran exactly once", app.executions("CreateOrderFunction") - before == 1)
+    t.expect("exactly one order row in OrdersTable", len(app.orders_of(bob)) == 1)
+    t.expect("every 201 carries the same order", len({json.dumps(r.body) for r in created}) == 1)
+    t.expect(
+        "the rest are 409 (still in progress) with Retry-After",
+        all(r.status == 409 and int(r.headers.get("retry-after", "0")) >= 1 for r in others),
+    )
+    bob_id = str(created[0].body["order_id"]) if created else ""
+
+    changed = app.post_order(order_body(alice, ("BOOK-1", 9, "12.50")), key)
+    t.note(f"first key, different body              -> {changed.show()}")
+    t.expect("422 problem+json", _is_problem(changed, 422))
+
+    missing = app.post_order(body, None)
+    t.note(f"no Idempotency-Key                     -> {missing.show()}")
+    t.expect("400 problem+json", _is_problem(missing, 400))
+
+    bad_key = f"order-{run}-bad"
+    invalid = app.post_order({"customer_id": alice, "currency": "EUR", "items": []}, bad_key)
+    t.note(f"invalid body (no items)                -> {invalid.show()}")
+    t.expect("400 problem+json naming the field", _is_problem(invalid, 400) and _names(invalid))
+
+    third_body = order_body(alice, ("LAMP-2", 1, "40.00"))
+    third = app.post_order(third_body, f"order-{run}-3")
+    t.note(f"another order for {alice}       -> {third.show()}")
+    t.expect("201 Created", third.status == 201)
+    return Orders(
+        first=(first_id, alice, Decimal("28.20")),
+        concurrent=(bob_id, bob, Decimal("24.00")),
+        third=(str(third.body.get("order_id", "")), alice, Decimal("40.00")),
+    )
+
+
+def step_payments(app: LocalApp, t: Transcript, orders: Orders) -> None:
+    """Scenario 2: a payments batch with a producer duplicate and a poison message, redelivered."""
+    t.step("2. ProcessPayment: an SQS batch (idempotent_sqs_handler, key = body.payment_id)")
+    arn = queue_arn("PaymentsQueue")
+    run = app.run_id
+    payments = [
+        {"payment_id": f"pay-{run}-1", "order_id": orders.first[0], "amount": "28.20"},
+        {"payment_id": f"pay-{run}-2", "order_id": orders.concurrent[0], "amount": "24.00"},
+        {"payment_id": f"pay-{run}-1", "order_id": orders.first[0], "amount": "28.20"},
+        {"payment_id": f"pay-{run}-x", "order_id": "ord_does_not_exist", "amount": "1.00"},
+    ]
+    batch = [sqs_message(payment, queue_arn=arn) for payment in payments]
+    poison = batch[3]["messageId"]
+    t.note("batch: pay order 1, pay order 2, pay order 1 again (the producer retried: a new")
+    t.note(
+        "       message id, the same payment_id), and a payment for an order that does not exist"
+    )
+    before_runs = app.executions("ProcessPaymentFunction")
+    result = app.call("ProcessPaymentFunction", sqs_event(batch))
+    failed = [item["itemIdentifier"] for item in result["batchItemFailures"]]
+    t.note(f"-> batchItemFailures: {failed}")
+    t.expect("batchItemFailures names exactly the poison message", failed == [poison])
+    runs = app.executions("ProcessPaymentFunction") - before_runs
+    t.expect(f"the body ran 3 times for 4 messages (ran {runs})", runs == 3)
+    paid = [app.order(order_id) or {} for order_id in (orders.first[0], orders.concurrent[0])]
+    t.expect(
+        "both orders PAID, each updated once (version 2)",
+        all(o.get("status") == "PAID" and o.get("version") == 2 for o in paid),
+    )
+
+    t.note("the whole batch is delivered again (as after a timeout): the same four messages")
+    before_runs, before_replays = (
+        app.executions("ProcessPaymentFunction"),
+        app.replays("ProcessPaymentFunction"),
+    )
+    result = app.call("ProcessPaymentFunction", sqs_event([redelivered(r) for r in batch]))
+    failed = [item["itemIdentifier"] for item in result["batchItemFailures"]]
+    runs = app.executions("ProcessPaymentFunction") - before_runs
+    replays = app.replays("ProcessPaymentFunction") - before_replays
+    t.note(f"-> batchItemFailures: {failed}; body ran {runs}x, replayed {replays}x")
+    t.expect("only the poison message was processed again", runs == 1 and replays == 3)
+    t.expect("and it is the only failure again", failed == [poison])
+    t.expect(
+        "the orders were not updated again",
+        all((app.order(o[0]) or {}).get("version") == 2 for o in (orders.first, orders.concurrent)),
+    )
+    receive_count = _max_receive_count()
+    t.note(f"SQS moves it to PaymentsDeadLetterQueue after maxReceiveCount={receive_count} tries")
+
+
+def step_projection(app: LocalApp, t: Transcript, orders: Orders) -> None:
+    """Scenario 3: the real stream records into ProjectOrders, twice; a TTL removal."""
+    t.step("3. ProjectOrders: the OrdersTable stream (idempotent_stream_handler)")
+    records = [record for record in app.stream.read() if _of_run(record, app.run_id)]
+    kinds = Counter(record["eventName"] for record in records)
+    t.note(f"read {len(records)} records from the DynamoDB Streams API: {dict(kinds)}")
+    t.expect(
+        "3 orders created and 2 paid: 3 INSERT + 2 MODIFY",
+        kinds == Counter({"INSERT": 3, "MODIFY": 2}),
+    )
+    result = app.call("ProjectOrdersFunction", stream_event(records))
+    t.expect("no batchItemFailures", result == {"batchItemFailures": []})
+    alice, bob = orders.first[1], orders.concurrent[1]
+    alice_totals, bob_totals = app.totals(alice), app.totals(bob)
+    t.note(f"{alice}: {_show_totals(alice_totals)}")
+    t.note(f"{bob}:   {_show_totals(bob_totals)}")
+    t.expect(
+        f"{alice}: 2 orders (68.20 EUR), 1 paid (28.20 EUR)",
+        alice_totals
+        == {
+            "customer_id": alice,
+            "ordered_count": 2,
+            "ordered_total_EUR": Decimal("68.20"),
+            "paid_count": 1,
+            "paid_total_EUR": Decimal("28.20"),
+        },
+    )
+    t.expect(
+        f"{bob}: 1 order (24.00 EUR), paid",
+        bob_totals
+        == {
+            "customer_id": bob,
+            "ordered_count": 1,
+            "ordered_total_EUR": Decimal("24.00"),
+            "paid_count": 1,
+            "paid_total_EUR": Decimal("24.00"),
+        },
+    )
+
+    t.note("the same batch delivered again (a retry, a bisected batch, a re-read):")
+    before_runs = app.executions("ProjectOrdersFunction")
+    result = app.call("ProjectOrdersFunction", stream_event(records))
+    runs = app.executions("ProjectOrdersFunction") - before_runs
+    t.expect("no batchItemFailures", result == {"batchItemFailures": []})
+    t.expect(f"no record processed twice (body ran {runs}x)", runs == 0)
+    t.expect("totals unchanged", (app.totals(alice), app.totals(bob)) == (alice_totals, bob_totals))
+
+    t.note("an order ages out: moto does not run TTL, so the demo deletes it and marks the real")
+    t.note("REMOVE record as DynamoDB's TTL process marks its own (userIdentity dynamodb...)")
+    app.dynamodb.delete_item(
+        TableName=app.tables["OrdersTable"], Key={"order_id": {"S": orders.third[0]}}
+    )
+    removals = [as_ttl_removal(r) for r in app.stream.read() if _of_run(r, app.run_id)]
+    t.expect("one REMOVE record on the stream", [r["eventName"] for r in removals] == ["REMOVE"])
+    result = app.call("ProjectOrdersFunction", stream_event(removals))
+    t.expect("no batchItemFailures", result == {"batchItemFailures": []})
+    t.expect("TTL removal ignored: totals unchanged", app.totals(alice) == alice_totals)
+
+
+def step_summary(app: LocalApp, t: Transcript) -> None:
+    """Scenario 4: executions against invocations, and DynamoDB requests."""
+    t.step("4. Summary")
+    t.note(f"{'function':<24}{'invocations':>12}{'requests':>10}{'ran':>6}{'replayed':>10}")
+    for function, (_, prefix) in FUNCTIONS.items():
+        t.note(
+            f"{function:<24}{app.invocations[function]:>12}{app.records[function]:>10}"
+            f"{app.decisions.executions(prefix):>6}{app.decisions.replays(prefix):>10}"
+        )
+    t.note("(requests: HTTP requests, or the records in the batches)")
+    idempotency_table = app.tables["IdempotencyTable"]
+    for logical_id, name in app.tables.items():
+        ops = app.requests.for_table(name)
+        shown = ", ".join(f"{op} {n}" for op, n in sorted(ops.items())) or "none"
+        t.note(f"DynamoDB requests on {logical_id:<20} {sum(ops.values()):>4}  ({shown})")
+    decisions = app.decisions.decisions
+    store_calls = sum(int(d.get("store_calls", 0)) for d in decisions)
+    on_table = sum(app.requests.for_table(idempotency_table).values())
+    t.expect(
+        f"every request on IdempotencyTable is an accounted decision ({on_table})",
+        store_calls == on_table,
+    )
+    ran = [d for d in decisions if d["outcome"] in EXECUTED]
+    replayed = [d for d in decisions if d["outcome"] == "REPLAYED"]
+    t.expect(
+        f"each execution cost 2 requests ({len(ran)} executions)",
+        all(int(d.get("store_calls", 0)) == 2 for d in ran),
+    )
+    t.expect(
+        f"each replay cost 1 request ({len(replayed)} replays)",
+        all(int(d.get("store_calls", 0)) == 1 for d in replayed),
+    )
+
+
+def run_scenario(app: LocalApp, t: Transcript) -> None:
+    """Play every step."""
+    orders = step_create_orders(app, t)
+    step_payments(app, t, orders)
+    step_projection(app, t, orders)
+    step_summary(app, t)
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _is_problem(response: Response, status: int) -> bool:
+    return (
+        response.status == status
+        and response.headers.get("content-type") == "application/problem+json"
+        and isinstance(response.body, dict)
+        and response.body.get("status") == status
+        and {"type", "title", "detail"} <= set(response.body)
+    )
+
+
+def _names(response: Response) -> bool:
+    errors = response.body.get("errors") if isinstance(response.body, dict) else None
+    return isinstance(errors, list) and bool(errors) and all("field" in e for e in errors)
+
+
+def _of_run(record: Mapping[str, Any], run_id: str) -> bool:
+    """Tell whether a stream record is about an order of this run (its customer ids end so)."""
+    change = record["dynamodb"]
+    image = change.get("NewImage") or change.get("OldImage") or {}
+    return str(image.get("customer_id", {}).get("S", "")).endswith(f"-{run_id}")
+
+
+def _show_totals(totals: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(totals.items()) if k != "customer_id")
+
+
+def _max_receive_count() -> int:
+    queue = load_template()["Resources"]["PaymentsQueue"]["Properties"]
+    return int(queue["RedrivePolicy"]["maxReceiveCount"])
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Deserialise a low-level item (numbers come back as Decimal, which compare with ints)."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deserializer = TypeDeserializer()
+    return {name: deserializer.deserialize(value) for name, value in item.items()}

@@ -1,0 +1,76 @@
+"""Fixtures for the sample app's functional tests: a moto server and the sample app on it.
+
+The sample's handlers read their tables and endpoint from the environment at import, as in
+Lambda, so one app (one server, one set of tables made from template.yaml) serves the session;
+each test gets it under a fresh run id (new keys, customers, orders). The environment the app
+needs is set for each test with monkeypatch, so nothing leaks into other test directories.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `samples` is the repository's folder, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from samples.scenario import LocalApp, build_app, watching  # noqa: E402
+
+_HERE = Path(__file__).parent
+_DUMMY_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/functional as ``integration`` (it talks to a server)."""
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def sample_app() -> Iterator[LocalApp]:
+    """Start a moto server, create the template's tables on it, load the sample's handlers."""
+    from moto.server import ThreadedMotoServer
+
+    werkzeug_logger = logging.getLogger("werkzeug")
+    previous_level = werkzeug_logger.level
+    werkzeug_logger.setLevel(logging.ERROR)
+    saved = dict(os.environ)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        os.environ.update(_DUMMY_AWS)
+        host, port = server.get_host_and_port()
+        app = build_app(f"http://{host}:{port}")
+        app.environment.update(_DUMMY_AWS)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield app
+    finally:
+        server.stop()
+        werkzeug_logger.setLevel(previous_level)
+
+
+@pytest.fixture
+def app(sample_app: LocalApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApp]:
+    """Return the sample app under a new run id, its environment set, its decisions collected."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in sample_app.environment.items():
+        monkeypatch.setenv(name, value)
+    with watching(sample_app.fork()) as forked:
+        yield forked

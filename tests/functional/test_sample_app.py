@@ -1,0 +1,198 @@
+"""The sample order service end to end, on a moto server: the demo's scenario and more."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from samples.app.orders import order_id_for
+from samples.demo import main
+from samples.local_stack import load_template, table_definitions
+from samples.scenario import (
+    LocalApp,
+    Transcript,
+    order_body,
+    run_scenario,
+    step_create_orders,
+    step_payments,
+    step_projection,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def transcript() -> tuple[Transcript, list[str]]:
+    lines: list[str] = []
+    return Transcript(out=lines.append), lines
+
+
+def test_demo_scenario_passes_every_check(app: LocalApp) -> None:
+    """The whole narrated scenario of `make demo` passes all of its checks."""
+    t, lines = transcript()
+    run_scenario(app, t)
+    assert [] == t.failures, "\n".join(lines)
+    assert t.checks >= 30
+
+
+def test_steps_pass_on_their_own(app: LocalApp) -> None:
+    """Each step's checks pass when the steps are driven one by one."""
+    t, lines = transcript()
+    orders = step_create_orders(app, t)
+    assert [] == t.failures, "\n".join(lines)
+    step_payments(app, t, orders)
+    assert [] == t.failures, "\n".join(lines)
+    step_projection(app, t, orders)
+    assert [] == t.failures, "\n".join(lines)
+
+
+def test_order_id_is_derived_from_the_idempotency_key(app: LocalApp) -> None:
+    """The order id is a function of the key, so every retry names the same order."""
+    key = f"key-{app.run_id}"
+    response = app.post_order(order_body(f"carol-{app.run_id}", ("BOOK-1", 1, "9.99")), key)
+    assert 201 == response.status
+    assert order_id_for(key, None) == response.body["order_id"]
+    assert f"/orders/{response.body['order_id']}" == response.headers["location"]
+
+
+def test_retry_after_the_idempotency_record_expired_creates_no_second_order(
+    app: LocalApp,
+) -> None:
+    """With the idempotency record gone, a retry still finds the order instead of adding one."""
+    customer = f"dave-{app.run_id}"
+    body = order_body(customer, ("PEN-7", 3, "3.20"))
+    key = f"key-{app.run_id}"
+    first = app.post_order(body, key)
+    table = app.tables["IdempotencyTable"]
+    for item in app.dynamodb.scan(TableName=table)["Items"]:  # the record "expires"
+        app.dynamodb.delete_item(TableName=table, Key={"id": item["id"]})
+
+    retry = app.post_order(body, key)
+
+    assert (201, first.body) == (retry.status, retry.body)
+    assert "idempotent-replayed" not in retry.headers  # it ran again: the record was gone
+    assert 1 == len(app.orders_of(customer))
+
+
+def test_payment_of_a_wrong_amount_is_reported_failed(app: LocalApp) -> None:
+    """A payment whose amount does not match the order fails that one message only."""
+    from samples.local_lambda import queue_arn, sqs_event, sqs_message
+
+    order = app.post_order(order_body(f"erin-{app.run_id}", ("MUG-3", 1, "8.00")), app.run_id)
+    order_id = order.body["order_id"]
+    good = sqs_message(
+        {"payment_id": f"p-{app.run_id}", "order_id": order_id, "amount": "8.00"},
+        queue_arn=queue_arn("PaymentsQueue"),
+    )
+    wrong = sqs_message(
+        {"payment_id": f"q-{app.run_id}", "order_id": order_id, "amount": "7.00"},
+        queue_arn=queue_arn("PaymentsQueue"),
+    )
+
+    result = app.call("ProcessPaymentFunction", sqs_event([wrong, good]))
+
+    assert {"batchItemFailures": [{"itemIdentifier": wrong["messageId"]}]} == result
+    assert "PAID" == (app.order(order_id) or {})["status"]
+
+
+def test_tables_the_demo_creates_match_template(app: LocalApp) -> None:
+    """Every table of template.yaml exists locally with the template's keys, stream, SSE, TTL."""
+    definitions = table_definitions(load_template())
+    assert set(definitions) == set(app.tables)
+    for logical_id, properties in definitions.items():
+        name = app.tables[logical_id]
+        table = app.dynamodb.describe_table(TableName=name)["Table"]
+        assert properties["KeySchema"] == table["KeySchema"], logical_id
+        assert sorted(properties["AttributeDefinitions"], key=str) == sorted(
+            table["AttributeDefinitions"], key=str
+        )
+        assert properties["BillingMode"] == table["BillingModeSummary"]["BillingMode"]
+        stream = properties.get("StreamSpecification")
+        if stream:
+            assert {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]} == (
+                table["StreamSpecification"]
+            )
+        else:
+            assert not table.get("StreamSpecification", {}).get("StreamEnabled", False)
+        if properties.get("SSESpecification", {}).get("SSEEnabled"):
+            assert "ENABLED" == table["SSEDescription"]["Status"]
+        ttl = properties.get("TimeToLiveSpecification")
+        described = app.dynamodb.describe_time_to_live(TableName=name)
+        if ttl:
+            assert {"TimeToLiveStatus": "ENABLED", "AttributeName": ttl["AttributeName"]} == (
+                described["TimeToLiveDescription"]
+            )
+
+
+def test_function_environment_comes_from_template(app: LocalApp) -> None:
+    """The handlers get the template's Globals environment, each Ref resolved to a table."""
+    variables = load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    expected = {name: app.tables[value["Ref"]] for name, value in variables.items()}
+    assert expected == {name: app.environment[name] for name in variables}
+
+
+@pytest.mark.parametrize(
+    ("handler", "event", "expected"),
+    [
+        ("create_order", "create_order.json", '"statusCode": 201'),
+        ("project_orders", "project_orders.json", '"batchItemFailures": []'),
+    ],
+)
+def test_single_handler_mode_invokes_a_handler_with_an_event_file(
+    app: LocalApp,
+    capsys: pytest.CaptureFixture[str],
+    handler: str,
+    event: str,
+    expected: str,
+) -> None:
+    """``python -m samples.demo --handler ... --event ... --times 2`` prints two responses."""
+    endpoint = app.environment["AWS_ENDPOINT_URL_DYNAMODB"]
+    argv = ["--endpoint-url", endpoint, "--handler", f"samples.app.{handler}.handler"]
+    argv += ["--event", str(ROOT / "samples" / "events" / event), "--times", "2"]
+
+    assert 0 == main(argv)
+
+    out = capsys.readouterr().out
+    assert 2 == out.count(expected)
+    assert "decision: REPLAYED" in out
+
+
+def test_sample_events_are_valid_json() -> None:
+    """The sample events parse and carry records or an HTTP API request."""
+    for path in (ROOT / "samples" / "events").glob("*.json"):
+        event = json.loads(path.read_text(encoding="utf-8"))
+        assert "Records" in event or event.get("version") == "2.0", path.name
+
+
+def test_make_demo_passes_handler_and_event() -> None:
+    """``make demo HANDLER=... EVENT=...`` runs the single-handler mode."""
+    dry_run = subprocess.run(
+        ["make", "-n", "demo", "HANDLER=samples.app.create_order.handler", "EVENT=e.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--handler samples.app.create_order.handler --event e.json" in dry_run
+
+
+def test_totals_are_decimal_exact(app: LocalApp) -> None:
+    """Money is summed as Decimal end to end: 0.1 + 0.2 is 0.3 in the totals."""
+    from samples.local_lambda import stream_event
+
+    customer = f"frank-{app.run_id}"
+    app.stream.read()  # skip what earlier tests wrote
+    app.post_order(order_body(customer, ("A-1", 1, "0.10")), f"a-{app.run_id}")
+    app.post_order(order_body(customer, ("A-2", 1, "0.20")), f"b-{app.run_id}")
+    records = [
+        r
+        for r in app.stream.read()
+        if r["dynamodb"].get("NewImage", {}).get("customer_id", {}).get("S") == customer
+    ]
+
+    app.call("ProjectOrdersFunction", stream_event(records))
+
+    assert Decimal("0.30") == app.totals(customer)["ordered_total_EUR"]

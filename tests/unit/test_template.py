@@ -1,0 +1,225 @@
+"""template.yaml, read as data: least-privilege IAM, the tables, the event source mappings.
+
+The template is parsed with a loader that keeps CloudFormation's short tags (``!Ref``,
+``!GetAtt``, ``!Sub``...) as their JSON long form, so references can be asserted exactly.
+cfn-lint, ``sam validate --lint`` and ``sam build`` run in ``make template-check``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+IDEMPOTENCY_ACTIONS = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+]
+IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
+CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """SafeLoader plus CloudFormation's short tags, as their long forms."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(cast(yaml.MappingNode, node), deep=True)
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+_CloudFormationLoader.add_multi_constructor("!", _tag)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    with TEMPLATE.open(encoding="utf-8") as stream:
+        return cast(dict[str, Any], yaml.load(stream, Loader=_CloudFormationLoader))
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {
+        name: resource["Properties"]
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == kind
+    }
+
+
+def statements(function: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every inline policy statement of a function (SAM policy templates are refused)."""
+    found = []
+    for policy in function.get("Policies", []):
+        # only inline statements: no managed policies, no SAM policy templates
+        assert isinstance(policy, dict), policy
+        assert {"Statement"} == set(policy), policy
+        found.extend(policy["Statement"])
+    return found
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def mentions(value: Any, logical_id: str) -> bool:
+    """Tell whether ``value`` (a Resource entry) refers to the resource ``logical_id``."""
+    text = repr(value)
+    return f"'{logical_id}'" in text or "${" + logical_id in text
+
+
+def test_loader_reads_short_tags() -> None:
+    """The tag-aware loader turns !Ref, !GetAtt and !Sub into their long forms."""
+    document = "a: !Ref T\nb: !GetAtt T.Arn\nc: !Sub '${T.Arn}/x'\nd: !GetAtt [T, StreamArn]\n"
+    assert {
+        "a": {"Ref": "T"},
+        "b": {"Fn::GetAtt": ["T", "Arn"]},
+        "c": {"Fn::Sub": "${T.Arn}/x"},
+        "d": {"Fn::GetAtt": ["T", "StreamArn"]},
+    } == yaml.load(document, Loader=_CloudFormationLoader)
+
+
+def test_every_function_has_exactly_the_four_item_actions_on_the_idempotency_table(
+    template: dict[str, Any],
+) -> None:
+    """Idempotency table: GetItem, PutItem, UpdateItem, DeleteItem on its ARN, nothing more."""
+    functions = resources(template, "AWS::Serverless::Function")
+    assert functions
+    for name, function in functions.items():
+        on_table = [
+            s for s in statements(function) if mentions(s.get("Resource"), "IdempotencyTable")
+        ]
+        assert 1 == len(on_table), name
+        statement = on_table[0]
+        assert "Allow" == statement["Effect"]
+        assert sorted(IDEMPOTENCY_ACTIONS) == sorted(as_list(statement["Action"])), name
+        assert IDEMPOTENCY_TABLE_ARN == statement["Resource"], name
+        assert "Condition" not in statement
+        assert "NotAction" not in statement
+
+
+def test_no_statement_uses_wildcards(template: dict[str, Any]) -> None:
+    """No action or resource is a wildcard; no NotAction / NotResource."""
+    for name, function in resources(template, "AWS::Serverless::Function").items():
+        for statement in statements(function):
+            assert "Allow" == statement["Effect"]
+            assert not {"NotAction", "NotResource"} & set(statement), name
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, (name, action)
+            for resource in as_list(statement["Resource"]):
+                assert resource != "*", name
+                assert not (isinstance(resource, str) and resource.endswith(":*")), name
+
+
+def test_functions_do_not_get_aws_managed_event_source_policies(template: dict[str, Any]) -> None:
+    """SQS and stream wiring are explicit mappings, so SAM attaches no managed policies on *."""
+    for name, function in resources(template, "AWS::Serverless::Function").items():
+        for event in function.get("Events", {}).values():
+            assert event["Type"] == "HttpApi", name
+
+
+def test_idempotency_table_matches_the_store(template: dict[str, Any]) -> None:
+    """Partition key ``id`` (S) only, TTL on ``expiration``, on-demand, encrypted."""
+    table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]
+    assert [{"AttributeName": "id", "KeyType": "HASH"}] == table["KeySchema"]
+    assert [{"AttributeName": "id", "AttributeType": "S"}] == table["AttributeDefinitions"]
+    assert {"AttributeName": "expiration", "Enabled": True} == table["TimeToLiveSpecification"]
+    assert "PAY_PER_REQUEST" == table["BillingMode"]
+    assert table["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_orders_table_streams_both_images(template: dict[str, Any]) -> None:
+    """ProjectOrders needs the old and new image of every change."""
+    table = resources(template, "AWS::DynamoDB::Table")["OrdersTable"]
+    assert {"StreamViewType": "NEW_AND_OLD_IMAGES"} == table["StreamSpecification"]
+
+
+def test_runtime_is_a_current_python(template: dict[str, Any]) -> None:
+    """A non-deprecated Python runtime, set once in Globals."""
+    assert template["Globals"]["Function"]["Runtime"] in CURRENT_PYTHON_RUNTIMES
+
+
+def test_library_ships_as_a_layer_on_every_function(template: dict[str, Any]) -> None:
+    """The IdempotencyLayer (built from this repository's package) reaches every function."""
+    layers = template["Globals"]["Function"]["Layers"]
+    assert {"Ref": "IdempotencyLayer"} in layers
+    layer = template["Resources"]["IdempotencyLayer"]
+    assert "makefile" == layer["Metadata"]["BuildMethod"]
+    makefile = (ROOT / layer["Properties"]["ContentUri"] / "Makefile").read_text()
+    assert "build-IdempotencyLayer:" in makefile
+    assert "/idempotent_lambda" in makefile
+
+
+def test_dependencies_layer_targets_the_functions_runtime_and_architecture(
+    template: dict[str, Any],
+) -> None:
+    """The pydantic wheels are fetched for the runtime and architecture the functions run on."""
+    function_globals = template["Globals"]["Function"]
+    layer = template["Resources"]["DependenciesLayer"]
+    makefile = (ROOT / layer["Properties"]["ContentUri"] / "Makefile").read_text()
+    version = re.search(r"^PYTHON_VERSION \?= (\S+)$", makefile, re.M)
+    platform = re.search(r"^PLATFORM \?= (\S+)$", makefile, re.M)
+    assert version
+    assert platform
+    assert f"python{version.group(1)}" == function_globals["Runtime"]
+    architecture = {"arm64": "aarch64", "x86_64": "x86_64"}[function_globals["Architectures"][0]]
+    assert platform.group(1).endswith(architecture)
+    assert [function_globals["Architectures"][0]] == layer["Properties"]["CompatibleArchitectures"]
+
+
+def test_table_names_reach_the_functions_through_the_environment(
+    template: dict[str, Any],
+) -> None:
+    """Each table the app uses is passed by reference, never hard-coded."""
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert {"Ref": "IdempotencyTable"} == variables["IDEMPOTENCY_TABLE"]
+    assert {"Ref": "OrdersTable"} == variables["ORDERS_TABLE"]
+    assert {"Ref": "CustomerTotalsTable"} == variables["CUSTOMER_TOTALS_TABLE"]
+
+
+def test_queue_has_a_dead_letter_queue_and_a_safe_visibility_timeout(
+    template: dict[str, Any],
+) -> None:
+    """Poison payments end in the DLQ; a batch in flight is not redelivered meanwhile."""
+    queue = resources(template, "AWS::SQS::Queue")["PaymentsQueue"]
+    redrive = queue["RedrivePolicy"]
+    assert {"Fn::GetAtt": ["PaymentsDeadLetterQueue", "Arn"]} == redrive["deadLetterTargetArn"]
+    assert 1 <= redrive["maxReceiveCount"] <= 10
+    timeout = template["Globals"]["Function"]["Timeout"]
+    assert queue["VisibilityTimeout"] >= 6 * timeout
+
+
+def test_event_source_mappings_report_partial_batch_failures(template: dict[str, Any]) -> None:
+    """Both mappings let the adapters report single records; the stream one is bounded."""
+    mappings = resources(template, "AWS::Lambda::EventSourceMapping")
+    payments = mappings["PaymentsEventSourceMapping"]
+    assert {"Fn::GetAtt": ["PaymentsQueue", "Arn"]} == payments["EventSourceArn"]
+    assert ["ReportBatchItemFailures"] == payments["FunctionResponseTypes"]
+
+    stream = mappings["OrdersStreamEventSourceMapping"]
+    assert {"Fn::GetAtt": ["OrdersTable", "StreamArn"]} == stream["EventSourceArn"]
+    assert ["ReportBatchItemFailures"] == stream["FunctionResponseTypes"]
+    assert stream["BisectBatchOnFunctionError"] is True
+    assert 0 <= stream["MaximumRetryAttempts"] <= 10
+    assert 60 <= stream["MaximumRecordAgeInSeconds"] <= 24 * 3600
+    assert "Destination" in stream["DestinationConfig"]["OnFailure"]
+
+
+def test_outputs_name_the_api_and_tables(template: dict[str, Any]) -> None:
+    """Deploying prints where to send requests and which tables were made."""
+    assert {"ApiUrl", "IdempotencyTableName", "OrdersTableName"} <= set(template["Outputs"])
