@@ -274,6 +274,7 @@ def _build_client(
         connect_timeout=2,
         read_timeout=3,
         tcp_keepalive=True,
+        max_pool_connections=32,  # batch adapters run up to that many records at once
     )
     if user_config is not None:
         config = config.merge(user_config)

@@ -1,0 +1,288 @@
+"""Idempotent processing of DynamoDB Stream batches with partial batch responses.
+
+Decorate a handler of one stream record; the result is the Lambda handler for the whole batch::
+
+    from idempotent_lambda import DynamoDBPersistenceLayer
+    from idempotent_lambda.adapters.dynamodb_stream import (
+        DynamoDBStreamRecord,
+        idempotent_stream_handler,
+    )
+
+    store = DynamoDBPersistenceLayer("IdempotencyTable")
+
+    @idempotent_stream_handler(persistence_store=store)
+    def handler(record: DynamoDBStreamRecord, context) -> None:
+        if record.event_name == "INSERT":
+            send_welcome_email(record.new_image["email"])
+
+The event source mapping must enable ``ReportBatchItemFailures``. Records run in order; once one
+fails, it and every later record are reported failed without being processed: Lambda resumes
+from the lowest failed sequence number, and processing later records now would apply a newer
+image of an item before an older one on the retry.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from idempotent_lambda.adapters._batch import (
+    DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchHandler,
+    BatchItemFailure,
+    BatchSource,
+    MalformedEventError,
+    MalformedRecordError,
+    PartialBatchResponse,
+    Plan,
+    batch_decorator,
+)
+from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.persistence.base import PersistenceStore
+
+__all__ = [
+    "DEFAULT_TIME_SAFETY_MARGIN_MS",
+    "BatchItemFailure",
+    "DynamoDBStreamRecord",
+    "MalformedEventError",
+    "MalformedRecordError",
+    "PartialBatchResponse",
+    "idempotent_stream_handler",
+]
+
+EventName = Literal["INSERT", "MODIFY", "REMOVE"]
+_EVENT_NAMES = frozenset({"INSERT", "MODIFY", "REMOVE"})
+#: Who deletes an item when its TTL passes (``userIdentity.principalId`` of such a REMOVE).
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DynamoDBStreamRecord:
+    """One DynamoDB Stream record as the record handler receives it.
+
+    Images and keys are plain Python: numbers are `decimal.Decimal`, binary values `bytes`, sets
+    Python sets, maps and lists dicts and lists.
+
+    Attributes:
+        event_id: The record's unique id (``eventID``).
+        event_name: ``"INSERT"``, ``"MODIFY"`` or ``"REMOVE"``.
+        sequence_number: The record's sequence number (its ``itemIdentifier``).
+        keys: The item's key attributes.
+        new_image: The item after the change; None when the stream view does not carry it.
+        old_image: The item before the change; None when the stream view does not carry it.
+        approximate_creation_time: When the change happened (UTC), when given.
+        stream_view_type: ``KEYS_ONLY``, ``NEW_IMAGE``, ``OLD_IMAGE`` or ``NEW_AND_OLD_IMAGES``.
+        is_ttl_removal: True for a REMOVE made by DynamoDB's TTL process, not by a user.
+        event_source_arn: The stream's ARN.
+        raw: The record exactly as Lambda delivered it (what ``event_key_jmespath`` reads).
+    """
+
+    event_id: str
+    event_name: EventName
+    sequence_number: str
+    keys: dict[str, Any] = field(repr=False)
+    new_image: dict[str, Any] | None = field(repr=False)
+    old_image: dict[str, Any] | None = field(repr=False)
+    approximate_creation_time: datetime.datetime | None
+    stream_view_type: str | None
+    is_ttl_removal: bool
+    event_source_arn: str | None
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def table_arn(self) -> str | None:
+        """The ARN of the table whose stream this is, when the record names its stream."""
+        return table_arn(self.event_source_arn)
+
+    @property
+    def table_name(self) -> str | None:
+        """The name of the table whose stream this is, when the record names its stream."""
+        arn = self.table_arn
+        return arn.split(":table/", 1)[1] if arn is not None and ":table/" in arn else None
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> DynamoDBStreamRecord:
+        """Validate a raw stream record and build the typed record.
+
+        Raises:
+            MalformedRecordError: A field the stream always sends is missing or of the wrong
+                type, or an image does not decode.
+        """
+        change = raw.get("dynamodb")
+        if not isinstance(change, Mapping):
+            raise MalformedRecordError("stream record without a dynamodb section")
+        sequence_number = change.get("SequenceNumber")
+        if not isinstance(sequence_number, str) or not sequence_number:
+            raise MalformedRecordError("stream record without a SequenceNumber")
+        event_id = raw.get("eventID")
+        if not isinstance(event_id, str):
+            raise MalformedRecordError("stream record without an eventID")
+        event_name = raw.get("eventName")
+        if event_name not in _EVENT_NAMES:
+            raise MalformedRecordError("stream record whose eventName is not INSERT/MODIFY/REMOVE")
+        keys = _image(change.get("Keys"), "Keys")
+        if keys is None:
+            raise MalformedRecordError("stream record without Keys")
+        arn = raw.get("eventSourceARN")
+        view = change.get("StreamViewType")
+        if not isinstance(arn, str | None) or not isinstance(view, str | None):
+            raise MalformedRecordError("stream record with a non-string ARN or view type")
+        identity = raw.get("userIdentity")
+        is_ttl = (
+            event_name == "REMOVE"
+            and isinstance(identity, Mapping)
+            and identity.get("type") == "Service"
+            and identity.get("principalId") == TTL_PRINCIPAL
+        )
+        return cls(
+            event_id=event_id,
+            event_name=cast(EventName, event_name),
+            sequence_number=sequence_number,
+            keys=keys,
+            new_image=_image(change.get("NewImage"), "NewImage"),
+            old_image=_image(change.get("OldImage"), "OldImage"),
+            approximate_creation_time=_created(change.get("ApproximateCreationDateTime")),
+            stream_view_type=view,
+            is_ttl_removal=is_ttl,
+            event_source_arn=arn,
+            raw=raw,
+        )
+
+
+def idempotent_stream_handler(
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+) -> Callable[[Callable[[DynamoDBStreamRecord, Any], object]], BatchHandler]:
+    """Turn a handler of one stream record into an idempotent handler of stream batches.
+
+    The decorated ``handler(record, context)`` receives a `DynamoDBStreamRecord`; the returned
+    ``handler(event, context)`` returns ``{"batchItemFailures": [{"itemIdentifier": seq}, ...]}``.
+    ``async def`` record handlers work too. TTL deletions are delivered like any REMOVE; check
+    ``record.is_ttl_removal``.
+
+    Key: the table (from ``eventSourceARN``) + the item keys + the sequence number, so a re-read
+    record replays; ``config.event_key_jmespath`` applies to the raw record instead (for
+    instance ``"dynamodb.NewImage.version.N"`` together with the keys).
+
+    Records run one at a time, in order. Once a record fails (malformed, key error, in progress
+    elsewhere, store error, handler raised), no further record starts: it and every later record
+    are reported failed. Each failure is logged with the sequence number and error class.
+
+    Args:
+        persistence_store: Where records live.
+        config: Key, validation and expiry settings; the defaults when omitted.
+        key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
+        time_safety_margin_ms: No record starts with less time than this left in the invocation;
+            the rest is reported failed. 0 turns the check off.
+
+    Raises:
+        IdempotencyConfigError: An option is unusable (at decoration time).
+    """
+    return batch_decorator(
+        STREAM_SOURCE,
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=key_prefix,
+        max_concurrency=1,
+        time_safety_margin_ms=time_safety_margin_ms,
+    )
+
+
+def table_arn(stream_arn: object) -> str | None:
+    """Return the table ARN in a stream ARN (the part before ``/stream/``), or None."""
+    if not isinstance(stream_arn, str) or ":table/" not in stream_arn:
+        return None
+    return stream_arn.split("/stream/", 1)[0]
+
+
+def _image(value: Any, name: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise MalformedRecordError(f"stream record whose {name} is not a map of attributes")
+    deserialize = _deserializer().deserialize
+    try:
+        return {str(key): deserialize(attribute) for key, attribute in value.items()}
+    except Exception as exc:  # TypeError, decimal traps, bad base64, unknown type tags, ...
+        raise MalformedRecordError(
+            f"stream record whose {name} does not decode: {type(exc).__name__}"
+        ) from exc
+
+
+def _created(value: Any) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedRecordError(
+            "stream record whose ApproximateCreationDateTime is not a number"
+        )
+    try:
+        return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise MalformedRecordError("stream record with an impossible creation time") from exc
+
+
+@functools.cache
+def _deserializer() -> Any:
+    """Build boto3's TypeDeserializer, adjusted for stream events.
+
+    Binary arrives as base64 text in a Lambda event and becomes `bytes` (not boto3's ``Binary``);
+    a number that does not parse is an error rather than ``Decimal("NaN")``.
+    """
+    from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer
+
+    class StreamDeserializer(TypeDeserializer):
+        def _deserialize_n(self, value: str) -> decimal.Decimal:
+            number = DYNAMODB_CONTEXT.create_decimal(value)
+            if not number.is_finite():  # NaN when the text is not a number at all
+                raise ValueError("not a DynamoDB number")
+            return number
+
+        def _deserialize_ns(self, value: list[str]) -> set[decimal.Decimal]:
+            return {self._deserialize_n(item) for item in value}
+
+        def _deserialize_b(self, value: str) -> bytes:
+            return base64.b64decode(value, validate=True)
+
+        def _deserialize_bs(self, value: list[str]) -> set[bytes]:
+            return {self._deserialize_b(item) for item in value}
+
+    return StreamDeserializer()
+
+
+def _identify(raw: Any) -> str | None:
+    if not isinstance(raw, Mapping):
+        return None
+    change = raw.get("dynamodb")
+    sequence_number = change.get("SequenceNumber") if isinstance(change, Mapping) else None
+    return sequence_number if isinstance(sequence_number, str) and sequence_number else None
+
+
+def _default_key(raw: Mapping[str, Any]) -> Any:
+    change = raw["dynamodb"]
+    return {
+        "table": table_arn(raw.get("eventSourceARN")),
+        "keys": change.get("Keys"),
+        "sequence_number": change["SequenceNumber"],
+    }
+
+
+def _plan(records: Sequence[Mapping[str, Any]], max_concurrency: int) -> Plan:
+    return [list(range(len(records)))], True
+
+
+STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
+    name="dynamodb_stream",
+    identify=_identify,
+    parse=DynamoDBStreamRecord.from_raw,
+    default_key=_default_key,
+    plan=_plan,
+)

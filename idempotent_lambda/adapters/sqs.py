@@ -1,0 +1,277 @@
+"""Idempotent processing of SQS batches with partial batch responses.
+
+Decorate a handler of one message; the result is the Lambda handler for the whole batch::
+
+    from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
+    from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
+
+    store = DynamoDBPersistenceLayer("IdempotencyTable")
+
+    @idempotent_sqs_handler(
+        persistence_store=store,
+        config=IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id"),
+    )
+    def handler(record: SQSRecord, context) -> dict:
+        return charge(record.json_body)
+
+The event source mapping must enable ``ReportBatchItemFailures``. Each message runs once per key
+(the message id by default); the handler's return value is what is stored and replayed. Standard
+queues: every record is attempted and failures are reported one by one. FIFO queues: once a
+record fails, it and every later record are reported failed without being processed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from idempotent_lambda.adapters._batch import (
+    DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchHandler,
+    BatchItemFailure,
+    BatchSource,
+    MalformedEventError,
+    MalformedRecordError,
+    PartialBatchResponse,
+    Plan,
+    batch_decorator,
+)
+from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.persistence.base import PersistenceStore
+
+__all__ = [
+    "DEFAULT_TIME_SAFETY_MARGIN_MS",
+    "BatchItemFailure",
+    "MalformedEventError",
+    "MalformedRecordError",
+    "PartialBatchResponse",
+    "SQSMessageAttribute",
+    "SQSRecord",
+    "idempotent_sqs_handler",
+]
+
+_NOT_PARSED: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class SQSMessageAttribute:
+    """One message attribute: its data type and its string or (decoded) binary value."""
+
+    data_type: str
+    string_value: str | None = None
+    binary_value: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SQSRecord:
+    """One SQS message as the record handler receives it.
+
+    Attributes:
+        message_id: The message id (the record's ``itemIdentifier`` and its default key).
+        body: The message body, as sent.
+        attributes: System attributes (``ApproximateReceiveCount``, ``SentTimestamp``, ...).
+        message_attributes: The sender's message attributes by name.
+        event_source_arn: The queue's ARN.
+        raw: The record exactly as Lambda delivered it (what ``event_key_jmespath`` reads).
+    """
+
+    message_id: str
+    body: str = field(repr=False)
+    attributes: Mapping[str, str] = field(repr=False)
+    message_attributes: Mapping[str, SQSMessageAttribute] = field(repr=False)
+    event_source_arn: str | None
+    raw: Mapping[str, Any] = field(repr=False)
+    _json_body: Any = field(default=_NOT_PARSED, init=False, repr=False)
+
+    @property
+    def json_body(self) -> Any:
+        """The body parsed as JSON, on first access (then kept).
+
+        Raises:
+            ValueError: The body is not JSON (`json.JSONDecodeError`).
+        """
+        if self._json_body is _NOT_PARSED:
+            object.__setattr__(self, "_json_body", json.loads(self.body))
+        return self._json_body
+
+    @property
+    def message_group_id(self) -> str | None:
+        """The FIFO message group id; None on a standard queue."""
+        return self.attributes.get("MessageGroupId")
+
+    @property
+    def message_deduplication_id(self) -> str | None:
+        """The FIFO deduplication id; None on a standard queue."""
+        return self.attributes.get("MessageDeduplicationId")
+
+    @property
+    def approximate_receive_count(self) -> int | None:
+        """How many times the message was received, this delivery included, when known."""
+        count = self.attributes.get("ApproximateReceiveCount")
+        return int(count) if count is not None and count.isdigit() else None
+
+    @property
+    def queue_is_fifo(self) -> bool:
+        """Whether the message comes from a FIFO queue."""
+        return is_fifo_arn(self.event_source_arn)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> SQSRecord:
+        """Validate a raw record and build the typed record.
+
+        Raises:
+            MalformedRecordError: A field SQS always sends is missing or of the wrong type.
+        """
+        message_id = raw.get("messageId")
+        if not isinstance(message_id, str) or not message_id:
+            raise MalformedRecordError("SQS record without a messageId")
+        body = raw.get("body")
+        if not isinstance(body, str):
+            raise MalformedRecordError("SQS record whose body is missing or not a string")
+        attributes = raw.get("attributes") or {}
+        if not isinstance(attributes, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in attributes.items()
+        ):
+            raise MalformedRecordError("SQS record whose attributes are not strings by name")
+        arn = raw.get("eventSourceARN")
+        if arn is not None and not isinstance(arn, str):
+            raise MalformedRecordError("SQS record whose eventSourceARN is not a string")
+        return cls(
+            message_id=message_id,
+            body=body,
+            attributes=dict(attributes),
+            message_attributes=_message_attributes(raw.get("messageAttributes")),
+            event_source_arn=arn,
+            raw=raw,
+        )
+
+
+def idempotent_sqs_handler(
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    max_concurrency: int = 1,
+    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
+    """Turn a handler of one SQS message into an idempotent handler of SQS batches.
+
+    The decorated ``handler(record, context)`` receives an `SQSRecord`; the returned
+    ``handler(event, context)`` returns ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``
+    listing the messages to retry. ``async def`` record handlers work too (the batch handler
+    stays synchronous and runs them on an event loop).
+
+    Key: the message id, so a redelivered message replays; ``config.event_key_jmespath`` applies
+    to the raw record instead (``"powertools_json(body).order_id"``), so two messages with the same
+    business key run once. Two records of one batch with the same key: processed one after the
+    other, the second replays the first's result; processed concurrently, the second is
+    reported failed (in progress) and replays when redelivered.
+
+    Failures: a malformed record, a key error, a key in progress elsewhere, a store error or the
+    handler raising fails that record (logged with its message id and the error class, never the
+    body). Standard queues: every record is attempted. FIFO queues (ARN ending in ``.fifo``):
+    once a record fails, no record starts any more and the rest is reported failed.
+
+    Args:
+        persistence_store: Where records live.
+        config: Key, validation and expiry settings; the defaults when omitted.
+        key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
+        max_concurrency: Above 1, records of a standard queue run in a thread pool of this size
+            (asyncio tasks for ``async def`` handlers); on a FIFO queue, message groups run
+            concurrently while each group keeps its order.
+        time_safety_margin_ms: No record starts with less time than this left in the invocation;
+            the rest is reported failed. 0 turns the check off.
+
+    Raises:
+        IdempotencyConfigError: An option is unusable (at decoration time).
+    """
+    return batch_decorator(
+        SQS_SOURCE,
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=key_prefix,
+        max_concurrency=max_concurrency,
+        time_safety_margin_ms=time_safety_margin_ms,
+    )
+
+
+def is_fifo_arn(arn: object) -> bool:
+    """Tell whether ``arn`` names a FIFO queue."""
+    return isinstance(arn, str) and arn.endswith(".fifo")
+
+
+def _message_attributes(raw: Any) -> dict[str, SQSMessageAttribute]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise MalformedRecordError("SQS record whose messageAttributes is not a mapping")
+    attributes = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not isinstance(value, Mapping):
+            raise MalformedRecordError("SQS record with a malformed message attribute")
+        data_type = value.get("dataType")
+        string_value = value.get("stringValue")
+        binary_value = value.get("binaryValue")
+        if not isinstance(data_type, str) or not isinstance(string_value, str | None):
+            raise MalformedRecordError("SQS record with a malformed message attribute")
+        attributes[name] = SQSMessageAttribute(
+            data_type=data_type,
+            string_value=string_value,
+            binary_value=_base64(binary_value),
+        )
+    return attributes
+
+
+def _base64(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedRecordError("SQS record with a binary attribute that is not base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise MalformedRecordError("SQS record with a binary attribute that is not base64") from exc
+
+
+def _identify(raw: Any) -> str | None:
+    if not isinstance(raw, Mapping):
+        return None
+    message_id = raw.get("messageId")
+    return message_id if isinstance(message_id, str) and message_id else None
+
+
+def _default_key(raw: Mapping[str, Any]) -> Any:
+    return raw["messageId"]
+
+
+def _plan(records: Sequence[Mapping[str, Any]], max_concurrency: int) -> Plan:
+    indexes = range(len(records))
+    if not any(is_fifo_arn(raw.get("eventSourceARN")) for raw in records):
+        return [[index] for index in indexes], False
+    if max_concurrency <= 1:
+        return [list(indexes)], True
+    groups: dict[str | None, list[int]] = {}
+    for index, raw in enumerate(records):
+        attributes = raw.get("attributes")
+        group = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
+        groups.setdefault(group if isinstance(group, str) else None, []).append(index)
+    return list(groups.values()), True
+
+
+def _adopt_json(record: SQSRecord, text: str, value: Any) -> None:
+    if text is record.body and record._json_body is _NOT_PARSED:
+        object.__setattr__(record, "_json_body", value)
+
+
+SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
+    name="sqs",
+    identify=_identify,
+    parse=SQSRecord.from_raw,
+    default_key=_default_key,
+    plan=_plan,
+    adopt_json=_adopt_json,
+)
