@@ -17,7 +17,7 @@ status  when
 ======  ========================================================================================
 
 The stored key's material is ``{"method", "route", "caller", "key"}``: the same key sent by two
-callers, or to two routes or methods, names different records. See ``docs/api_gateway.md`` for
+callers, or to two routes or methods, names different records. See the README's HTTP section for
 the exact identity sources and the fingerprint.
 """
 

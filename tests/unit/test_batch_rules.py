@@ -555,7 +555,7 @@ def test_debug_logging_adds_the_traceback(
 def test_docs_testing_example_runs(
     idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
-    """The minimal event of docs/batch_adapters.md (no attributes at all) is accepted."""
+    """The minimal event of the README (no attributes at all) is accepted."""
 
     @idempotent_sqs_handler(persistence_store=idempotency_store)
     def handler(record: SQSRecord, context: Any) -> dict[str, Any]:
