@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda._table_setup import create_idempotency_table
 
-__all__ = ["FakeLambdaContext", "ManualClock", "create_idempotency_table"]
+__all__ = [
+    "FakeLambdaContext",
+    "ManualClock",
+    "create_idempotency_table",
+    "serialise_moto_writes",
+]
 
 
 class ManualClock:
@@ -89,3 +95,36 @@ class FakeLambdaContext:
     def set_remaining_ms(self, remaining_ms: int) -> None:
         """Move the deadline so that ``remaining_ms`` are left from now."""
         self._deadline_ms = self._clock.now_ms() + remaining_ms
+
+
+_moto_lock = threading.Lock()
+_moto_patched = False
+
+
+def serialise_moto_writes() -> None:
+    """Make moto's DynamoDB apply writes to its tables one at a time, as DynamoDB does per item.
+
+    moto checks a ``ConditionExpression`` and writes the item in the request thread without a
+    lock, so under real concurrency (moto's threaded server mode) two racing conditional writes
+    can both succeed — about once in a thousand races. DynamoDB never allows that. Call this once
+    before starting an in-process moto server (``ThreadedMotoServer``) for concurrency tests so
+    they test your code rather than moto. Idempotent; affects only the current process.
+    """
+    global _moto_patched  # noqa: PLW0603 - a process-wide, once-only patch of a third-party class
+    with _moto_lock:
+        if _moto_patched:
+            return
+        from moto.dynamodb.models import DynamoDBBackend
+
+        writes_lock = threading.RLock()
+        for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+            original = getattr(DynamoDBBackend, name, None)
+            if original is None:
+                continue
+
+            def serialised(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                with writes_lock:
+                    return __original(*args, **kwargs)
+
+            setattr(DynamoDBBackend, name, serialised)
+        _moto_patched = True

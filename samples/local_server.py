@@ -31,6 +31,11 @@ def dynamodb_endpoint(endpoint_url: str | None = None) -> Iterator[str]:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
 
+    from idempotent_lambda.testing import serialise_moto_writes
+
+
+    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
+
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

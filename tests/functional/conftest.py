@@ -48,6 +48,9 @@ def sample_app() -> Iterator[LocalApp]:
     previous_level = werkzeug_logger.level
     werkzeug_logger.setLevel(logging.ERROR)
     saved = dict(os.environ)
+    from idempotent_lambda.testing import serialise_moto_writes
+
+    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

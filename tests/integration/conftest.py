@@ -50,6 +50,9 @@ def dynamodb_endpoint() -> Iterator[str]:
     werkzeug_logger = logging.getLogger("werkzeug")  # moto's server logs every request
     previous_level = werkzeug_logger.level
     werkzeug_logger.setLevel(logging.ERROR)
+    from idempotent_lambda.testing import serialise_moto_writes
+
+    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -1,0 +1,118 @@
+"""Test doubles shared by the unit tests: a store wrapper that counts and can fail, a recorder."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from idempotent_lambda import Decision, IdempotencyPersistenceLayerError, IdempotencyRecord
+from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
+
+
+class StoreDownError(Exception):
+    """Stands for a backend error (what botocore would raise)."""
+
+
+class SpyStore:
+    """Wrap a store: count every call, remember claims, and fail chosen operations.
+
+    Args:
+        inner: The real store.
+        fail: Operations (``"claim"``, ``"complete"``, ``"release"``, ``"get"``) that raise
+            `IdempotencyPersistenceLayerError` caused by `StoreDownError`.
+    """
+
+    def __init__(self, inner: PersistenceStore, *, fail: set[str] | None = None) -> None:
+        self.inner = inner
+        self.clock = inner.clock
+        self.fail = set(fail or ())
+        self.calls: Counter[str] = Counter()
+        self.claims: list[IdempotencyRecord] = []
+        self._lock = threading.Lock()
+
+    @property
+    def total_calls(self) -> int:
+        """Return how many store calls were made, all operations together."""
+        with self._lock:
+            return sum(self.calls.values())
+
+    def _enter(self, operation: str) -> None:
+        with self._lock:
+            self.calls[operation] += 1
+        if operation in self.fail:
+            try:
+                raise StoreDownError(f"{operation} is down")
+            except StoreDownError as exc:
+                raise IdempotencyPersistenceLayerError(f"store {operation} failed") from exc
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Count, maybe fail, remember the record, then claim."""
+        self._enter("claim")
+        with self._lock:
+            self.claims.append(record)
+        return self.inner.claim(record, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms)
+
+    def complete(self, record: IdempotencyRecord) -> bool:
+        """Count, maybe fail, then complete."""
+        self._enter("complete")
+        return self.inner.complete(record)
+
+    def release(self, idempotency_key: str, owner: str) -> bool:
+        """Count, maybe fail, then release."""
+        self._enter("release")
+        return self.inner.release(idempotency_key, owner)
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Count, maybe fail, then read."""
+        self._enter("get")
+        return self.inner.get(idempotency_key)
+
+
+class Decisions:
+    """A ``decision_hook`` that remembers every decision, in order."""
+
+    def __init__(self) -> None:
+        self.items: list[Decision] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, decision: Decision) -> None:
+        with self._lock:
+            self.items.append(decision)
+
+    @property
+    def outcomes(self) -> list[str]:
+        """Return the outcome names, in order."""
+        return [d.outcome.value for d in self.items]
+
+    @property
+    def last(self) -> Decision:
+        """Return the latest decision."""
+        return self.items[-1]
+
+
+class Runs:
+    """A thread-safe execution counter that also remembers what each execution received."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, value: Any = None) -> int:
+        with self._lock:
+            self.seen.append(value)
+            return len(self.seen)
+
+    @property
+    def count(self) -> int:
+        """Return how many times the body ran."""
+        with self._lock:
+            return len(self.seen)
+
+
+def lease_end_ms(record: IdempotencyRecord) -> int:
+    """Return a claimed record's lease end, which every claim has."""
+    assert record.in_progress_expiry_timestamp is not None
+    return record.in_progress_expiry_timestamp
