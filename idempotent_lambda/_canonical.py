@@ -1,9 +1,9 @@
 """Canonical JSON of key material: the stored hashing format (DESIGN §7a).
 
 UTF-8, non-ASCII unescaped, object keys sorted by code point, separators ``,`` and ``:``, numbers as
-normalised decimal text (``1``, ``1.0`` and ``Decimal("1.00")`` all give ``1``). The common case is
-encoded by the C JSON encoder; anything it would render differently from the canonical form falls
-back to an exact pure-Python encoder, and a property test keeps the two identical.
+normalised decimal text (``1``, ``1.0`` and ``Decimal("1.00")`` all give ``1``). The common case
+(JSON-shaped data) is normalised in one pass and encoded by the C JSON encoder; what that cannot
+render canonically goes to an exact pure-Python encoder, and a property test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ import datetime
 import decimal
 import enum
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
-# Text the C encoder may have rendered differently from the canonical form, so the exact encoder
-# must redo it: a JSON number token (the whole text, or after , : or [ and before , ] or }) from a
-# float in a non-canonical spelling, an integral float ("1.0") or an exponent form ("1e+20"); or an
-# object key that may come from a non-string key (the C encoder sorts those by value, not by code
-# point, and spells float keys with repr). Such characters inside a string only cost a detour.
-_NON_CANONICAL = re.compile(
-    r"(?:^|[:,\[])-?\d+(?:\.0|(?:\.\d+)?e[+-]\d+)(?:[,\]}]|$)"
-    r'|[{,]"(?:-?\d[^"]*|true|false|null)":'
-)
 _encode_string = json.encoder.encode_basestring
+_PLAIN = (str, int, bool, type(None))
 
 
 class _ExactEncodingNeededError(Exception):
     """The fast path met a value whose canonical form it cannot produce."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _ExactEncodingNeededError
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_refuse
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -42,21 +42,64 @@ def canonical_json(value: Any) -> str:
     Raises:
         IdempotencyKeyError: ``value`` holds NaN/Infinity or a type with no canonical form.
     """
+    if type(value) is str:
+        return str(_encode_string(value))
     try:
-        text = json.dumps(
-            value,
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-            default=_fast_default,
-        )
-    except (_ExactEncodingNeededError, TypeError, ValueError):
-        # TypeError: mixed-type dict keys; ValueError: NaN (re-checked, and reported, below).
+        return _ENCODER.encode(_prepare(value))
+    except (_ExactEncodingNeededError, TypeError, ValueError, RecursionError):
         return _exact(value)
-    if _NON_CANONICAL.search(text) is None:
-        return text
-    return _exact(value)
+
+
+def _prepare(value: Any) -> Any:
+    """Return ``value`` ready for the C encoder: integral floats as ints, leaves replaced.
+
+    Containers are copied only where something changes. Raises `_ExactEncodingNeededError` for
+    what only the exact encoder renders canonically (exponent-range floats, Decimal, sets,
+    non-string keys, subclasses of the JSON containers).
+    """
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is float:
+        return _float(value)
+    if kind is dict:
+        copy = None
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _ExactEncodingNeededError
+            if type(item) in _PLAIN:
+                continue
+            new = _prepare(item)
+            if new is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = new
+        return value if copy is None else copy
+    if kind is list or kind is tuple:
+        items = None
+        for index, item in enumerate(value):
+            if type(item) in _PLAIN:
+                continue
+            new = _prepare(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if isinstance(value, dict | list | tuple | float | set | frozenset | decimal.Decimal | Mapping):
+        raise _ExactEncodingNeededError
+    if isinstance(value, str | int):  # StrEnum, IntEnum: the C encoder spells them exactly
+        return value
+    return _prepare(_replacement(value))
+
+
+def _float(value: float) -> Any:
+    magnitude = abs(value)
+    if 1e-4 <= magnitude < 1e16:  # repr has no exponent in this range (False for NaN, inf)
+        return int(value) if value.is_integer() else value  # "4.0" -> 4; "1.5" is canonical
+    if magnitude == 0:
+        return 0  # 0.0 and -0.0
+    raise _ExactEncodingNeededError
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -72,12 +115,6 @@ def to_plain(value: Any) -> Any:
     if dump is not None and not isinstance(value, type):
         return dump(mode="json")
     return value
-
-
-def _fast_default(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal | float | set | frozenset | Mapping):
-        raise _ExactEncodingNeededError
-    return _replacement(value)
 
 
 def _replacement(value: Any) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import jmespath
 
 from idempotent_lambda._canonical import canonical_bytes, to_plain
+from idempotent_lambda._jmespath_functions import BuiltinFunctions
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
@@ -60,6 +60,8 @@ def digest(config: IdempotencyConfig, value: Any) -> str:
         return str(hasher(canonical_bytes(value)).hexdigest())
     except RecursionError as exc:
         raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
+    except ValueError as exc:  # an int too long to convert to text
+        raise IdempotencyKeyError(f"key material cannot be hashed: {exc}") from exc
 
 
 def is_missing(material: Any) -> bool:
@@ -87,13 +89,20 @@ def derive_invocation(
             found something that cannot be hashed.
     """
     plain = to_plain(payload)
-    options = jmespath.Options(custom_functions=config._make_functions())
-    material = _search(config._key_expression, plain, options, "event_key_jmespath")
-    validated = None
-    if config._validation_expression is not None:
-        validated = _search(
-            config._validation_expression, plain, options, "payload_validation_jmespath"
-        )
+    functions = config._make_functions()
+    options = jmespath.Options(custom_functions=functions)
+    try:
+        material = _search(config._key_expression, plain, options, "event_key_jmespath")
+        validated = None
+        if config._validation_expression is not None:
+            validated = _search(
+                config._validation_expression, plain, options, "payload_validation_jmespath"
+            )
+    finally:
+        # JMESPath's interpreter sits in a reference cycle holding the functions object; drop
+        # the parsed body now rather than when the garbage collector gets to the cycle.
+        if isinstance(functions, BuiltinFunctions):
+            functions._last_json = None
     return build_invocation(
         config,
         material=material,
@@ -133,7 +142,7 @@ def build_invocation(
     return Invocation(
         key=f"{prefix}#{digest(config, material)}",
         payload_hash=payload_hash,
-        owner=secrets.token_hex(16),
+        owner=os.urandom(16).hex(),
         lease_end_ms=now_ms + lease_ms,
         deadline_ms=None if remaining is None else now_ms + remaining,
     )

@@ -40,9 +40,34 @@ def encode_result(value: Any) -> str:
         IdempotencyUnstorableResultError: ``value`` holds something with no stored form.
     """
     try:
-        return json.dumps(_wrap(value), separators=(",", ":"), ensure_ascii=False)
+        plain = value if _is_plain(value) else _wrap(value)
+        return _ENCODER.encode(plain)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_SCALARS = (str, int, bool, type(None))
+
+
+def _is_plain(value: Any) -> bool:
+    """Tell whether ``value`` is stored as it is: JSON-shaped, nothing to wrap or escape.
+
+    A check-only walk, cheaper than rebuilding every container through `_wrap`.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        return all(
+            type(key) is str and not key.startswith("$") and _is_plain(item)
+            for key, item in value.items()
+        )
+    if kind is list:
+        return all(_is_plain(item) for item in value)
+    return False
 
 
 def decode_result(text: str) -> Any:
