@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jmespath
 from jmespath import functions
 from jmespath.exceptions import JMESPathError
 
+from idempotent_lambda._jmespath_compiled import CompiledExpression
 from idempotent_lambda._jmespath_functions import functions_factory
 from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
 from idempotent_lambda.exceptions import IdempotencyConfigError
@@ -138,7 +138,7 @@ def _compile(expression: str, name: str) -> Any:
     if not expression:
         return None
     try:
-        return jmespath.compile(expression)
+        return CompiledExpression(expression)
     except JMESPathError as exc:
         raise IdempotencyConfigError(f"{name} is not valid JMESPath: {exc}") from exc
 
