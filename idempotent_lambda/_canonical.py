@@ -102,9 +102,15 @@ def _float(value: float) -> Any:
     raise _ExactEncodingNeededError
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """Return the UTF-8 bytes of `canonical_json` (lone surrogates kept, not rejected)."""
-    return canonical_json(value).encode("utf-8", "surrogatepass")
+def canonical_bytes(value: Any, *, prepared: bool = False) -> bytes:
+    """Return the UTF-8 bytes of `canonical_json` (lone surrogates kept, not rejected).
+
+    ``prepared`` promises that ``value`` is plain JSON data whose floats all have a plain,
+    non-integral ``repr`` (as `BuiltinFunctions` parses it), so the C encoder's text is
+    canonical as it is.
+    """
+    text = _ENCODER.encode(value) if prepared else canonical_json(value)
+    return text.encode("utf-8", "surrogatepass")
 
 
 def to_plain(value: Any) -> Any:

@@ -49,15 +49,19 @@ def default_prefix(function: Callable[..., Any]) -> str:
     return f"{name}.{function.__module__}.{function.__qualname__}"
 
 
-def digest(config: IdempotencyConfig, value: Any) -> str:
-    """Hash the canonical JSON of ``value`` with the config's hash function."""
+def digest(config: IdempotencyConfig, value: Any, *, canonical: bool = False) -> str:
+    """Hash the canonical JSON of ``value`` with the config's hash function.
+
+    ``canonical`` says ``value`` is plain parsed JSON that the C encoder already spells
+    canonically (see `BuiltinFunctions.canonical_root`), so the normalising pass is skipped.
+    """
     hasher = _hashers.get(config.hash_function)
     if hasher is None:
         name = config.hash_function
         hasher = getattr(hashlib, name, None) or (lambda data: hashlib.new(name, data))
         _hashers[name] = hasher
     try:
-        return str(hasher(canonical_bytes(value)).hexdigest())
+        return str(hasher(canonical_bytes(value, prepared=canonical)).hexdigest())
     except RecursionError as exc:
         raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
     except ValueError as exc:  # an int too long to convert to text
@@ -101,8 +105,10 @@ def derive_invocation(
     finally:
         # JMESPath's interpreter sits in a reference cycle holding the functions object; drop
         # the parsed body now rather than when the garbage collector gets to the cycle.
+        canonical_root = None
         if isinstance(functions, BuiltinFunctions):
-            functions._last_json = None
+            canonical_root = functions.canonical_root
+            functions._last_json = functions.canonical_root = None
     return build_invocation(
         config,
         material=material,
@@ -110,6 +116,7 @@ def derive_invocation(
         prefix=prefix,
         now_ms=now_ms,
         context=context,
+        canonical_root=canonical_root,
     )
 
 
@@ -121,6 +128,7 @@ def build_invocation(
     prefix: str,
     now_ms: int,
     context: LambdaContextLike | None,
+    canonical_root: Any = None,
 ) -> Invocation | None:
     """Compute the identity from key material already extracted (adapters extract their own).
 
@@ -136,11 +144,13 @@ def build_invocation(
         return None
     payload_hash = None
     if validated is not None or config._validation_expression is not None:
-        payload_hash = digest(config, validated)
+        payload_hash = digest(
+            config, validated, canonical=canonical_root is not None and validated is canonical_root
+        )
     remaining = remaining_ms(context)
     lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000
     return Invocation(
-        key=f"{prefix}#{digest(config, material)}",
+        key=f"{prefix}#{digest(config, material, canonical=material is canonical_root)}",
         payload_hash=payload_hash,
         owner=os.urandom(16).hex(),
         lease_end_ms=now_ms + lease_ms,

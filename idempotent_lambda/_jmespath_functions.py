@@ -21,14 +21,27 @@ class BuiltinFunctions(functions.Functions):
     """
 
     _last_json: tuple[str, Any] | None = None
+    #: The last parsed value, when the C JSON encoder already spells it canonically (every float
+    #: in it has a plain, non-integral ``repr``), so hashing it needs no normalising pass.
+    canonical_root: Any = None
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_json(self, value: str) -> Any:
         last = self._last_json
         if last is not None and last[0] is value:
             return last[1]
-        parsed = json.loads(value)
+        plain_floats = True
+
+        def parse_float(text: str) -> float:
+            nonlocal plain_floats
+            number = float(text)
+            if plain_floats and (number.is_integer() or not 1e-4 <= abs(number) < 1e16):
+                plain_floats = False
+            return number
+
+        parsed = json.loads(value, parse_float=parse_float)
         self._last_json = (value, parsed)
+        self.canonical_root = parsed if plain_floats else None
         return parsed
 
     @functions.signature({"types": ["string"]})
