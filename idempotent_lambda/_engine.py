@@ -9,7 +9,7 @@ waiting in async code never blocks the event loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,11 +26,13 @@ from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyPersistenceLayerError,
+    IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.base import PersistenceStore, TransactItem
 from idempotent_lambda.record import IdempotencyRecord, Status
+from idempotent_lambda.transaction import close_transaction, open_transaction
 
 T = TypeVar("T")
 
@@ -154,6 +156,11 @@ class IdempotentCall:
                 previous = outcome.previous
                 break
             existing: IdempotencyRecord | None = outcome.previous
+            if _is_own_claim(existing, inv):
+                # Our claim was written but its answer was lost (a timeout or 5xx after the
+                # write), and the client's retry met our own record: the key is ours.
+                previous = None
+                break
             if existing is not None:
                 self._validate(existing, inv, tally)
                 if existing.status is Status.COMPLETED:
@@ -172,16 +179,25 @@ class IdempotentCall:
 
         took_over = previous is not None and not previous.is_expired(now)
         started = time.perf_counter()
+        transaction = open_transaction(self.store)  # current_transaction() while the body runs
         try:
             result = yield RUN_BODY
         except BaseException as exc:
+            close_transaction(transaction)  # its writes are discarded
             handler_ms = _ms_since(started)
             yield from self._release(inv, tally, exc, handler_ms)
             raise
+        writes = close_transaction(transaction)
         handler_ms = _ms_since(started)
         if self.store_result_if is not None and not self.store_result_if(result):
             yield from self._release(inv, tally, None, handler_ms)
             return result
+        if writes:
+            return (
+                yield from self._commit(
+                    inv, tally, result, handler_ms, took_over=took_over, writes=writes
+                )
+            )
         return (yield from self._complete(inv, tally, result, handler_ms, took_over))
 
     def _complete(
@@ -197,8 +213,66 @@ class IdempotentCall:
             self._report(Outcome.COMPLETE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
             return result
         if not ok:
+            ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
+        if not ok:
             self._report(Outcome.LEASE_LOST, inv, tally, handler_ms)
             return result
+        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, tally, handler_ms)
+        return result
+
+    def _answer_was_lost(self, inv: Invocation, tally: _Tally, expected: Status | None) -> Flow:
+        """After a refused complete/release, tell whether our own write is what refused it.
+
+        A write whose answer is lost (a timeout or 5xx after DynamoDB applied it) is retried by
+        botocore, and the retry's owner condition fails against the write itself. One read on
+        this rare path tells that apart from a lease really lost: the record is ours and
+        ``expected`` (COMPLETED), or gone (``expected`` None, a release).
+        """
+        try:
+            record = yield from self._store(
+                tally, inv, StoreCall("get", self.store.get, (inv.key,)), report_errors=False
+            )
+        except IdempotencyPersistenceLayerError:
+            return False
+        if expected is None:
+            return record is None
+        return record is not None and record.status is expected and record.owner == inv.owner
+
+    def _commit(
+        self,
+        inv: Invocation,
+        tally: _Tally,
+        result: Any,
+        handler_ms: float,
+        *,
+        took_over: bool,
+        writes: Sequence[TransactItem],
+    ) -> Flow:
+        """Complete in one transaction with the body's business writes: all commit, or none.
+
+        Unlike `_complete`, a failure is never swallowed: the caller must not believe in writes
+        that were not made. The record is released (a no-op if an ambiguous failure did commit).
+        """
+        try:
+            data = encode_result(self._to_storable(result))
+            ok = yield from self._write_completed(inv, tally, data, writes)
+        except Exception as exc:
+            store_failed = isinstance(exc, IdempotencyPersistenceLayerError)
+            reason = _cause_name(exc) if store_failed else type(exc).__name__
+            yield from self._release(inv, tally, exc, handler_ms, reason=reason)
+            if isinstance(exc, IdempotencyUnstorableResultError):  # no marker: nothing is done
+                raise IdempotencyTransactionError(
+                    f"nothing was written, because the result cannot be stored: {exc}"
+                ) from exc
+            raise
+        if not ok:  # botocore's retries reuse the ClientRequestToken, but check as `_complete` does
+            ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
+        if not ok:
+            self._report(Outcome.LEASE_LOST, inv, tally, handler_ms, op="complete")
+            raise IdempotencyAlreadyInProgressError(
+                "this invocation's lease passed before its transaction committed, and another "
+                "invocation holds the key now; nothing was written"
+            )
         self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, tally, handler_ms)
         return result
 
@@ -211,7 +285,9 @@ class IdempotentCall:
                 f"{type(exc).__name__}"
             ) from exc
 
-    def _write_completed(self, inv: Invocation, tally: _Tally, data: str) -> Flow:
+    def _write_completed(
+        self, inv: Invocation, tally: _Tally, data: str, writes: Sequence[TransactItem] = ()
+    ) -> Flow:
         record = IdempotencyRecord(
             idempotency_key=inv.key,
             status=Status.COMPLETED,
@@ -220,9 +296,12 @@ class IdempotentCall:
             payload_hash=inv.payload_hash,
             owner=inv.owner,
         )
-        ok = yield from self._store(
-            tally, inv, StoreCall("complete", self.store.complete, (record,)), report_errors=False
+        call = (
+            StoreCall("complete", self.store.complete_with, (record, writes))  # type: ignore[attr-defined]
+            if writes
+            else StoreCall("complete", self.store.complete, (record,))
         )
+        ok = yield from self._store(tally, inv, call, report_errors=False)
         if ok and self.cache is not None:
             self.cache.put(record)
         return ok
@@ -237,9 +316,18 @@ class IdempotentCall:
         self._report(Outcome.UNSTORABLE, inv, tally, handler_ms)
 
     def _release(
-        self, inv: Invocation, tally: _Tally, original: BaseException | None, handler_ms: float
+        self,
+        inv: Invocation,
+        tally: _Tally,
+        original: BaseException | None,
+        handler_ms: float,
+        *,
+        reason: str | None = None,
     ) -> Flow:
-        """Delete this invocation's claim; a failure is logged (and noted on ``original``)."""
+        """Delete this invocation's claim; a failure is logged (and noted on ``original``).
+
+        ``reason`` names why a completed body is released instead (logged as the error).
+        """
         try:
             released = yield from self._store(
                 tally,
@@ -252,8 +340,10 @@ class IdempotentCall:
                 original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
             self._report(Outcome.RELEASE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
             return
+        if not released:
+            released = yield from self._answer_was_lost(inv, tally, None)
         outcome = Outcome.RELEASED if released else Outcome.LEASE_LOST
-        self._report(outcome, inv, tally, handler_ms)
+        self._report(outcome, inv, tally, handler_ms, error=reason)
 
     def _wait(
         self, inv: Invocation, holder: IdempotencyRecord | None, tally: _Tally
@@ -398,6 +488,11 @@ async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
                 sent = await body()
         except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
             error = exc
+
+
+def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
+    """Tell whether a record that blocked a claim is this invocation's own IN_PROGRESS claim."""
+    return record is not None and record.status is Status.IN_PROGRESS and record.owner == inv.owner
 
 
 def _ms_since(started: float) -> float:

@@ -20,6 +20,7 @@ from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer, resolve_serializer
+from idempotent_lambda.transaction import run_unrecorded, run_unrecorded_async
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -145,8 +146,10 @@ def _decorator(
                 token = current_lambda_context.set(_context_for(args, kwargs, locate))
                 try:
                     invocation = prepare(args, kwargs)
-                    if invocation is None:
-                        return await async_function(*args, **kwargs)
+                    if invocation is None:  # still commit writes queued on current_transaction()
+                        return await run_unrecorded_async(
+                            store, lambda: async_function(*args, **kwargs)
+                        )
                     return await run_async(
                         call.flow(invocation), lambda: async_function(*args, **kwargs)
                     )
@@ -160,8 +163,8 @@ def _decorator(
             token = current_lambda_context.set(_context_for(args, kwargs, locate))
             try:
                 invocation = prepare(args, kwargs)
-                if invocation is None:
-                    return function(*args, **kwargs)
+                if invocation is None:  # still commit writes queued on current_transaction()
+                    return run_unrecorded(store, lambda: function(*args, **kwargs))
                 return run_sync(call.flow(invocation), lambda: function(*args, **kwargs))
             finally:
                 current_lambda_context.reset(token)

@@ -8,12 +8,18 @@ Every error the library raises on its own account derives from `IdempotencyError
     ├── IdempotencyValidationError          same key, different validated payload
     ├── IdempotencyAlreadyInProgressError   another invocation holds the key right now
     ├── IdempotencyPersistenceLayerError    the store failed; the store's error is ``__cause__``
-    └── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
+    ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
+    └── IdempotencyTransactionError         business writes cannot commit with the record
+        └── IdempotencyTransactionConflictError   a business write's condition failed
 
 Exceptions raised by the decorated function itself are never wrapped: they propagate unchanged.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 
 class IdempotencyError(Exception):
@@ -56,12 +62,70 @@ class IdempotencyUnstorableResultError(IdempotencyError):
     """
 
 
+class IdempotencyTransactionError(IdempotencyError):
+    """Business writes queued on `idempotent_lambda.transaction.current_transaction` failed.
+
+    Raised when a write is invalid or over the transaction limit (inside the body, as it is
+    queued), when the store cannot commit business writes, or when DynamoDB rejects the
+    transaction. Whenever it is raised after the body returned, nothing was written: neither the
+    business writes nor the COMPLETED record, and the record was released so a retry runs again.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class CancellationReason:
+    """Why DynamoDB cancelled one business write of a transaction.
+
+    Attributes:
+        index: Position of the write, in the order it was queued.
+        operation: ``"Put"``, ``"Update"``, ``"Delete"`` or ``"ConditionCheck"``.
+        table: The write's table.
+        code: DynamoDB's code: ``"ConditionalCheckFailed"``, ``"None"`` (this write was fine),
+            ``"TransactionConflict"``, ...
+        message: DynamoDB's message, if any.
+        item: The item as it was, in the low-level form, when the write asked for it
+            (``return_old_on_failure=True``) and its condition failed.
+    """
+
+    index: int
+    operation: str
+    table: str
+    code: str
+    message: str | None = None
+    item: Mapping[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Tell whether this write is one that made the transaction fail."""
+        return self.code != "None"
+
+
+class IdempotencyTransactionConflictError(IdempotencyTransactionError):
+    """A business write's condition failed, so nothing was written and the record was released.
+
+    Attributes:
+        reasons: One `CancellationReason` per business write, in the order they were queued.
+    """
+
+    def __init__(self, message: str, *, reasons: tuple[CancellationReason, ...] = ()) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+    @property
+    def failed(self) -> tuple[CancellationReason, ...]:
+        """Return the reasons of the writes that failed."""
+        return tuple(reason for reason in self.reasons if reason.failed)
+
+
 __all__ = [
+    "CancellationReason",
     "IdempotencyAlreadyInProgressError",
     "IdempotencyConfigError",
     "IdempotencyError",
     "IdempotencyKeyError",
     "IdempotencyPersistenceLayerError",
+    "IdempotencyTransactionConflictError",
+    "IdempotencyTransactionError",
     "IdempotencyUnstorableResultError",
     "IdempotencyValidationError",
 ]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
@@ -15,6 +16,11 @@ from idempotent_lambda.record import IdempotencyRecord, Status
 MAX_STORED_DATA_BYTES = 400 * 1024 - 4 * 1024
 #: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
 DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
+#: DynamoDB's ``TransactWriteItems`` takes at most 100 items; one is the idempotency record.
+MAX_TRANSACTION_WRITES = 99
+
+TransactItem = Mapping[str, Any]
+"""One business write in DynamoDB's low-level form: ``{"Put": {"TableName": ..., "Item": ...}}``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,38 @@ class PersistenceStore(Protocol):
 
     def get(self, idempotency_key: str) -> IdempotencyRecord | None:
         """Read a record with strong consistency; None when there is none."""
+        ...
+
+
+@runtime_checkable
+class TransactionalStore(PersistenceStore, Protocol):
+    """A store that can commit business writes atomically with the COMPLETED record.
+
+    The optional capability behind `idempotent_lambda.transaction.current_transaction`.
+    """
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
+        """Complete ``record`` and apply ``writes`` in one atomic step: all of them, or none.
+
+        The record's write is conditional as in `PersistenceStore.complete`.
+
+        Returns:
+            False when that condition failed (the lease was taken over): nothing was written.
+
+        Raises:
+            IdempotencyTransactionConflictError: A business write's condition failed.
+            IdempotencyTransactionError: The writes are invalid.
+            IdempotencyUnstorableResultError: The result does not fit in an item.
+        """
+        ...
+
+    def write_transaction(self, writes: Sequence[TransactItem]) -> None:
+        """Apply ``writes`` atomically, without a record (idempotency off or no key).
+
+        Raises:
+            IdempotencyTransactionConflictError: A write's condition failed.
+            IdempotencyTransactionError: The writes are invalid.
+        """
         ...
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
@@ -14,11 +15,13 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
 )
+from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._dynamodb_item import ItemSchema
+from idempotent_lambda.persistence._s3_offload import LargeResults, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
-    encode_stored_data,
+    TransactItem,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -49,6 +52,19 @@ class DynamoDBPersistenceLayer:
     and timeouts that fit in a Lambda invocation; ``boto_config`` is merged over them. No endpoint
     is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
 
+    Transactional completion (`complete_with`, behind
+    `idempotent_lambda.transaction.current_transaction`): the business writes and the COMPLETED
+    record go in one ``TransactWriteItems`` (IAM: ``dynamodb:TransactWriteItems`` is not an action
+    of its own; each write needs its ``PutItem``/``UpdateItem``/``DeleteItem``/
+    ``ConditionCheckItem`` on its table). Cancellations for transient reasons only
+    (``TransactionConflict``, throttling) are retried twice; nothing is written until it commits.
+
+    Large results: with ``large_result_bucket``, a result whose stored form is larger than
+    ``large_result_threshold_bytes`` is written to S3 first, and the record keeps a reference and
+    its SHA-256 (format in `idempotent_lambda.persistence._s3_offload`); reading a COMPLETED record
+    fetches and verifies it. IAM: ``s3:PutObject`` and ``s3:GetObject`` on the prefix. Without a
+    bucket a result too large for an item is an `IdempotencyUnstorableResultError`.
+
     Errors: every botocore/boto3 failure (throttling, missing table, timeouts, connection and
     credential errors) becomes `IdempotencyPersistenceLayerError` naming the operation and error
     code, with the original as ``__cause__``. An item that does not follow the record format
@@ -74,6 +90,13 @@ class DynamoDBPersistenceLayer:
         boto3_client: A ready ``dynamodb`` client, used as-is.
         clock: Time source for the engine.
         compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
+        large_result_bucket: S3 bucket for results too large for an item (None: no offload).
+        large_result_prefix: Key prefix of those objects (default ``"idempotency/"``); give the
+            bucket a lifecycle rule on it that expires objects after the record expiry.
+        large_result_threshold_bytes: Offload above this stored size (default: what an item
+            holds, about 396 KiB); lower it to make replays of big results cheaper.
+        s3_client: A ready ``s3`` client for those objects; else built on first use, like the
+            ``dynamodb`` one (``AWS_ENDPOINT_URL_S3`` is honoured).
     """
 
     def __init__(
@@ -94,6 +117,10 @@ class DynamoDBPersistenceLayer:
         boto3_client: DynamoDBClient | None = None,
         clock: Clock = SYSTEM_CLOCK,
         compression_threshold_bytes: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+        large_result_bucket: str | None = None,
+        large_result_prefix: str | None = None,
+        large_result_threshold_bytes: int | None = None,
+        s3_client: Any = None,
     ) -> None:
         if static_pk_value is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
@@ -112,6 +139,14 @@ class DynamoDBPersistenceLayer:
             owner_attr=owner_attr,
         )
         self._threshold = compression_threshold_bytes
+        self._large = LargeResults(
+            bucket=large_result_bucket,
+            prefix=large_result_prefix,
+            threshold_bytes=large_result_threshold_bytes,
+            client=s3_client,
+            session=boto3_session,
+            boto_config=boto_config,
+        )
         self._boto_config = boto_config
         self._boto3_session = boto3_session
         self._client: DynamoDBClient | None = boto3_client
@@ -151,7 +186,8 @@ class DynamoDBPersistenceLayer:
                 if blocking is None:
                     # Endpoints that ignore ReturnValuesOnConditionCheckFailure: read it instead.
                     return self._blocked_without_item(record.idempotency_key, exc)
-                return ClaimOutcome(claimed=False, previous=schema.from_item(blocking))
+                blocker = self._resolve(schema.from_item(blocking))
+                return ClaimOutcome(claimed=False, previous=blocker)
         previous = response.get("Attributes")
         return ClaimOutcome(claimed=True, previous=schema.from_item(previous) if previous else None)
 
@@ -183,6 +219,40 @@ class DynamoDBPersistenceLayer:
                 raise
         return True
 
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
+        """Complete ``record`` and apply ``writes`` in one ``TransactWriteItems``.
+
+        Returns:
+            False when the record is no longer IN_PROGRESS under ``record.owner``: the transaction
+            was cancelled and nothing was written.
+
+        Raises:
+            IdempotencyTransactionConflictError: A business write's condition failed.
+            IdempotencyTransactionError: The writes are invalid (too many, one on the record
+                itself, rejected by DynamoDB's validation).
+            IdempotencyUnstorableResultError: The result is too large for an item (no bucket).
+            IdempotencyPersistenceLayerError: The request failed; if it may have committed, the
+                record is no longer IN_PROGRESS (releasing it is a no-op).
+        """
+        key = self._schema.key(record.idempotency_key)
+        transact.check_writes(writes, table_name=self.table_name, record_key=key)
+        own = {
+            "TableName": self.table_name,
+            "Item": self._schema.to_item(record, self._encode(record)),
+            **self._owned_by(record.owner),
+        }
+        return self._transact([*writes, {"Put": own}], writes, with_record=True)
+
+    def write_transaction(self, writes: Sequence[TransactItem]) -> None:
+        """Apply ``writes`` in one ``TransactWriteItems``, without a record.
+
+        Raises:
+            IdempotencyTransactionConflictError: A write's condition failed.
+            IdempotencyTransactionError: The writes are invalid.
+        """
+        transact.check_writes(writes, table_name=self.table_name, record_key=None)
+        self._transact(list(writes), writes, with_record=False)
+
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Delete the caller's IN_PROGRESS record, if still owned, so a retry runs again.
 
@@ -209,12 +279,30 @@ class DynamoDBPersistenceLayer:
                 ConsistentRead=True,
             )
         item = response.get("Item")
-        return None if item is None else self._schema.from_item(item)
+        return None if item is None else self._resolve(self._schema.from_item(item))
+
+    def _transact(
+        self, items: list[TransactItem], writes: Sequence[TransactItem], *, with_record: bool
+    ) -> bool:
+        """Send the transaction; False when our record's condition failed."""
+        return transact.send(self._request, items, writes, with_record=with_record)
 
     def _encode(self, record: IdempotencyRecord) -> str | bytes | None:
         if record.response_data is None:
             return None
-        return encode_stored_data(record.response_data, compression_threshold=self._threshold)
+        return self._large.encode(
+            record.idempotency_key,
+            record.owner,
+            record.response_data,
+            compression_threshold=self._threshold,
+        )
+
+    def _resolve(self, record: IdempotencyRecord) -> IdempotencyRecord:
+        """Replace an S3 reference in ``record`` by the result it points at."""
+        data = record.response_data
+        if data is None or not is_reference(data):
+            return record
+        return replace(record, response_data=self._large.resolve(data))
 
     def _owned_by(self, owner: str | None) -> dict[str, Any]:
         """Return the condition arguments fencing a write on ``status = IN_PROGRESS AND owner``."""

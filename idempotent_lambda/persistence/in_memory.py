@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    MAX_TRANSACTION_WRITES,
     ClaimOutcome,
+    TransactItem,
     claim_allowed,
     decode_stored_data,
     encode_stored_data,
@@ -23,9 +27,18 @@ class InMemoryPersistenceLayer:
     stores results in the same encoded form, so a result that DynamoDB would reject fails here
     too. Records never leave memory on their own; expired ones are simply claimable.
 
+    Business writes handed over with `idempotent_lambda.transaction.current_transaction` cannot
+    be applied to DynamoDB tables from here. They commit with the record into
+    `committed_writes` (low-level form, in order), so a unit test can assert on them; pass
+    ``apply_writes`` to also apply them to a fake of your own (a dict, a moto table...). It is
+    called under the store's lock, before the record is completed; if it raises (e.g.
+    `IdempotencyTransactionConflictError` to act out a failed condition, which this store cannot
+    evaluate), nothing is committed and the invocation fails as it would against DynamoDB.
+
     Args:
         clock: Time source; pass a controllable clock in tests to move time without sleeping.
         compression_threshold_bytes: Results above this size are kept zlib-compressed.
+        apply_writes: Called with each transaction's business writes before they commit.
     """
 
     def __init__(
@@ -33,9 +46,12 @@ class InMemoryPersistenceLayer:
         *,
         clock: Clock = SYSTEM_CLOCK,
         compression_threshold_bytes: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+        apply_writes: Callable[[Sequence[TransactItem]], None] | None = None,
     ) -> None:
         self.clock = clock
+        self.committed_writes: list[TransactItem] = []
         self._threshold = compression_threshold_bytes
+        self._apply_writes = apply_writes
         self._records: dict[str, tuple[IdempotencyRecord, str | bytes | None]] = {}
         self._lock = threading.Lock()
 
@@ -63,6 +79,30 @@ class InMemoryPersistenceLayer:
             self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
             return True
 
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
+        """Complete the caller's record and commit ``writes`` with it, if it still owns it.
+
+        Raises:
+            IdempotencyTransactionError: Over the transaction limit.
+            Exception: Whatever ``apply_writes`` raised; then nothing was committed.
+        """
+        stored = (
+            None
+            if record.response_data is None
+            else encode_stored_data(record.response_data, compression_threshold=self._threshold)
+        )
+        with self._lock:
+            if not self._owned(record.idempotency_key, record.owner):
+                return False
+            self._commit(writes)
+            self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
+            return True
+
+    def write_transaction(self, writes: Sequence[TransactItem]) -> None:
+        """Commit ``writes`` without a record (idempotency off, or no key)."""
+        with self._lock:
+            self._commit(writes)
+
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Delete the caller's IN_PROGRESS record, if it still owns it."""
         with self._lock:
@@ -77,13 +117,23 @@ class InMemoryPersistenceLayer:
             return self._read(idempotency_key)
 
     def clear(self) -> None:
-        """Forget every record (handy between tests)."""
+        """Forget every record and committed write (handy between tests)."""
         with self._lock:
             self._records.clear()
+            self.committed_writes.clear()
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._records)
+
+    def _commit(self, writes: Sequence[TransactItem]) -> None:
+        if len(writes) > MAX_TRANSACTION_WRITES:
+            raise IdempotencyTransactionError(
+                f"{len(writes)} business writes; a transaction holds {MAX_TRANSACTION_WRITES}"
+            )
+        if self._apply_writes is not None:
+            self._apply_writes(tuple(writes))
+        self.committed_writes.extend(writes)
 
     def _owned(self, key: str, owner: str | None) -> bool:
         entry = self._records.get(key)

@@ -1,0 +1,217 @@
+"""Results too large for an item, kept in S3: the object first, then the record pointing at it.
+
+Stored format. Instead of the result, the record's ``data`` attribute (S) holds a reference::
+
+    {"$s3":{"bucket":"my-bucket","key":"idempotency/<quoted idempotency key>/<owner token>",
+            "sha256":"<hex digest of the object>","size":<object bytes>,"encoding":"zlib"}}
+
+The object holds the result's stored text (see `idempotent_lambda._result_codec`), UTF-8 encoded
+and zlib-compressed: the same bytes the ``B`` form of ``data`` would hold. No stored result text
+starts with ``{"$s3"`` (the codec wraps user dicts whose keys start with ``$``), so a reference is
+never mistaken for a result. Each completion writes its own object (the key ends with the
+owner token), so an invocation that lost its lease never overwrites the object of the one that
+took over; objects whose record never completed are left to the bucket's lifecycle rule.
+
+Reading verifies size and checksum: a missing, truncated or altered object is an
+`IdempotencyPersistenceLayerError`, never a wrong result.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyError,
+    IdempotencyPersistenceLayerError,
+)
+from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
+from idempotent_lambda.persistence.base import MAX_STORED_DATA_BYTES, encode_stored_data
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
+REFERENCE_TAG = "$s3"
+_REFERENCE_START = '{"' + REFERENCE_TAG + '"'
+DEFAULT_PREFIX = "idempotency/"
+
+
+def is_reference(text: str) -> bool:
+    """Tell whether stored text is an S3 reference rather than a result."""
+    return text.startswith(_REFERENCE_START)
+
+
+class LargeResults:
+    """Encode results for the item, offloading those over the threshold to S3; resolve them back.
+
+    Args:
+        bucket: Where large results go; None: no offload (too large stays an error).
+        prefix: Key prefix of the objects (the lifecycle rule's filter).
+        threshold_bytes: Offload when the result's stored form (compressed when above the
+            compression threshold) is larger than this; at most what an item holds.
+        client: A ready ``s3`` client; else one is built on first use.
+        session: Session to build the client from.
+        boto_config: botocore ``Config`` merged over the defaults.
+
+    Raises:
+        IdempotencyConfigError: A threshold or prefix without a bucket, or out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str | None,
+        prefix: str | None,
+        threshold_bytes: int | None,
+        client: Any,
+        session: boto3.session.Session | None,
+        boto_config: Config | None,
+    ) -> None:
+        if bucket is None and (prefix is not None or threshold_bytes is not None):
+            raise IdempotencyConfigError(
+                "large_result_prefix and large_result_threshold_bytes need large_result_bucket"
+            )
+        if bucket is not None and (not isinstance(bucket, str) or not bucket):
+            raise IdempotencyConfigError("large_result_bucket must be a bucket name")
+        if prefix is not None and not isinstance(prefix, str):
+            raise IdempotencyConfigError("large_result_prefix must be a string")
+        threshold = MAX_STORED_DATA_BYTES if threshold_bytes is None else threshold_bytes
+        if isinstance(threshold, bool) or not isinstance(threshold, int):
+            raise IdempotencyConfigError("large_result_threshold_bytes must be an integer")
+        if not 0 <= threshold <= MAX_STORED_DATA_BYTES:
+            raise IdempotencyConfigError(
+                f"large_result_threshold_bytes must be between 0 and {MAX_STORED_DATA_BYTES}"
+            )
+        self.bucket = bucket
+        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        self.threshold_bytes = threshold
+        self._client = client
+        self._session = session
+        self._boto_config = boto_config
+        self._client_lock = threading.Lock()
+
+    def encode(
+        self, idempotency_key: str, owner: str | None, data: str, *, compression_threshold: int
+    ) -> str | bytes:
+        """Return what the item's ``data`` holds: text, zlib bytes, or a reference to S3.
+
+        Raises:
+            IdempotencyUnstorableResultError: Too large for an item and no bucket.
+            IdempotencyPersistenceLayerError: Writing the object failed.
+        """
+        if self.bucket is None:
+            return encode_stored_data(data, compression_threshold=compression_threshold)
+        raw = data.encode("utf-8", "surrogatepass")
+        packed: bytes | None = None
+        if len(raw) <= compression_threshold:
+            if len(raw) <= self.threshold_bytes:
+                return data
+        else:
+            packed = zlib.compress(raw, 6)
+            if len(packed) <= self.threshold_bytes:
+                return packed
+        return self._put(self.bucket, idempotency_key, owner, packed or zlib.compress(raw, 6))
+
+    def resolve(self, text: str) -> str:
+        """Return the result text a reference points at, fetched and verified.
+
+        Raises:
+            IdempotencyPersistenceLayerError: The reference is malformed; the object is
+                missing, unreadable, of the wrong size or checksum, or does not decompress.
+        """
+        bucket, key, sha256, size = _parse(text)
+        with _s3_request("GetObject"):
+            body = self._get_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
+            raise IdempotencyPersistenceLayerError(
+                f"large result object s3://{bucket}/{key} does not match its record's checksum"
+            )
+        try:
+            return zlib.decompress(body).decode("utf-8", "surrogatepass")
+        except (zlib.error, UnicodeDecodeError) as exc:
+            raise IdempotencyPersistenceLayerError(
+                f"large result object s3://{bucket}/{key} does not decompress"
+            ) from exc
+
+    def _put(self, bucket: str, idempotency_key: str, owner: str | None, body: bytes) -> str:
+        key = f"{self.prefix}{quote(idempotency_key, safe='.-_~')}/{owner or 'unowned'}"
+        digest = hashlib.sha256(body)
+        with _s3_request("PutObject"):
+            self._get_client().put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=body,
+                ContentType="application/octet-stream",
+                ChecksumSHA256=base64.b64encode(digest.digest()).decode("ascii"),
+            )
+        reference = {
+            "bucket": bucket,
+            "key": key,
+            "sha256": digest.hexdigest(),
+            "size": len(body),
+            "encoding": "zlib",
+        }
+        return json.dumps({REFERENCE_TAG: reference}, separators=(",", ":"))
+
+    def _get_client(self) -> Any:
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = _build_client(self._session, self._boto_config)
+                client = self._client
+        return client
+
+
+def _parse(text: str) -> tuple[str, str, str, int]:
+    try:
+        reference = json.loads(text)[REFERENCE_TAG]
+        bucket, key, sha256, size = (reference[n] for n in ("bucket", "key", "sha256", "size"))
+        encoding = reference.get("encoding", "zlib")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptItemError("idempotency item holds a malformed S3 reference") from exc
+    valid = all(isinstance(v, str) and v for v in (bucket, key, sha256)) and encoding == "zlib"
+    if not valid or isinstance(size, bool) or not isinstance(size, int):
+        raise CorruptItemError("idempotency item holds a malformed S3 reference")
+    return bucket, key, sha256, size
+
+
+@contextmanager
+def _s3_request(operation: str) -> Iterator[None]:
+    """Translate botocore errors raised inside into `IdempotencyPersistenceLayerError`."""
+    from idempotent_lambda.persistence.dynamodb import _botocore_error_code  # it imports us
+
+    try:
+        yield
+    except IdempotencyError:
+        raise
+    except Exception as exc:
+        code = _botocore_error_code(exc)
+        if code is None:
+            raise
+        raise IdempotencyPersistenceLayerError(f"S3 {operation} failed: {code}") from exc
+
+
+def _build_client(session: boto3.session.Session | None, user_config: Config | None) -> Any:
+    """Build the ``s3`` client with Lambda-friendly retries and timeouts."""
+    import boto3.session
+    from botocore.config import Config
+
+    config = Config(
+        retries={"total_max_attempts": 3, "mode": "standard"},
+        connect_timeout=2,
+        read_timeout=10,
+        tcp_keepalive=True,
+    )
+    if user_config is not None:
+        config = config.merge(user_config)
+    return (session or boto3.session.Session()).client("s3", config=config)
