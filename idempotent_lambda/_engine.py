@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda._identity import Invocation
-from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda._observability import Decision, Outcome, report, wanted
 from idempotent_lambda._result_codec import (
     decode_result,
     encode_result,
@@ -429,6 +429,8 @@ class IdempotentCall:
         error: str | None = None,
         op: str | None = None,
     ) -> None:
+        if not wanted(outcome, self.config.decision_hook, self.config.logger):
+            return
         report(
             Decision(
                 outcome=outcome,

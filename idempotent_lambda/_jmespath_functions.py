@@ -6,10 +6,24 @@ import base64
 import copy
 import gzip
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jmespath import functions
+
+_floats = threading.local()  # per parse: did every float have a plain, non-integral repr?
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if number.is_integer() or not 1e-4 <= abs(number) < 1e16:
+        _floats.plain = False
+    return number
+
+
+# One decoder for every parse: json.loads with a parse_float builds a new decoder each call.
+_DECODER = json.JSONDecoder(parse_float=_parse_float)
 
 
 class BuiltinFunctions(functions.Functions):
@@ -30,18 +44,10 @@ class BuiltinFunctions(functions.Functions):
         last = self._last_json
         if last is not None and last[0] is value:
             return last[1]
-        plain_floats = True
-
-        def parse_float(text: str) -> float:
-            nonlocal plain_floats
-            number = float(text)
-            if plain_floats and (number.is_integer() or not 1e-4 <= abs(number) < 1e16):
-                plain_floats = False
-            return number
-
-        parsed = json.loads(value, parse_float=parse_float)
+        _floats.plain = True
+        parsed = _DECODER.decode(value)
         self._last_json = (value, parsed)
-        self.canonical_root = parsed if plain_floats else None
+        self.canonical_root = parsed if _floats.plain else None
         return parsed
 
     @functions.signature({"types": ["string"]})
@@ -51,6 +57,30 @@ class BuiltinFunctions(functions.Functions):
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
         return gzip.decompress(base64.b64decode(value)).decode()
+
+    def call_function(self, function_name: str, resolved_args: Iterable[Any]) -> Any:
+        """Call a function; the built-ins on one string skip JMESPath's generic argument checks.
+
+        Only when the table still maps the name to our own method (a user's function of the same
+        name goes through the full checks), and the argument is exactly what the signature
+        accepts, so the outcome is the same as JMESPath's.
+        """
+        builtin = _BUILTINS.get(function_name)
+        if (
+            builtin is not None
+            and isinstance(resolved_args, list)
+            and len(resolved_args) == 1
+            and type(resolved_args[0]) is str
+            and self.FUNCTION_TABLE[function_name]["function"] is builtin
+        ):
+            return builtin(self, resolved_args[0])
+        return super().call_function(function_name, resolved_args)
+
+
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    name: BuiltinFunctions.FUNCTION_TABLE[name]["function"]
+    for name in ("powertools_json", "powertools_base64", "powertools_base64_gzip")
+}
 
 
 def functions_factory(custom: functions.Functions | None) -> Callable[[], functions.Functions]:

@@ -87,6 +87,18 @@ class Decision:
 _METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
 
 
+def wanted(outcome: Outcome, hook: Callable[[Decision], None] | None, log: Any = None) -> bool:
+    """Tell whether a decision would reach anyone: a hook, or a logger enabled for its level.
+
+    Lets the hot path skip building the `Decision` when nobody reads it.
+    """
+    if hook is not None:
+        return True
+    target = logger if log is None else log
+    enabled = getattr(target, "isEnabledFor", None)
+    return enabled is None or bool(enabled(_LEVELS.get(outcome, logging.INFO)))
+
+
 def report(decision: Decision, hook: Callable[[Decision], None] | None, *, log: Any = None) -> None:
     """Log ``decision`` and pass it to ``hook``.
 

@@ -52,7 +52,7 @@ class InMemoryPersistenceLayer:
         self.committed_writes: list[TransactItem] = []
         self._threshold = compression_threshold_bytes
         self._apply_writes = apply_writes
-        self._records: dict[str, tuple[IdempotencyRecord, str | bytes | None]] = {}
+        self._records: dict[str, tuple[IdempotencyRecord, bytes | None]] = {}
         self._lock = threading.Lock()
 
     def claim(
@@ -68,15 +68,11 @@ class InMemoryPersistenceLayer:
 
     def complete(self, record: IdempotencyRecord) -> bool:
         """Replace the caller's IN_PROGRESS record, if it still owns it."""
-        stored = (
-            None
-            if record.response_data is None
-            else encode_stored_data(record.response_data, compression_threshold=self._threshold)
-        )
+        entry = self._entry(record)
         with self._lock:
             if not self._owned(record.idempotency_key, record.owner):
                 return False
-            self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
+            self._records[record.idempotency_key] = entry
             return True
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
@@ -86,16 +82,12 @@ class InMemoryPersistenceLayer:
             IdempotencyTransactionError: Over the transaction limit.
             Exception: Whatever ``apply_writes`` raised; then nothing was committed.
         """
-        stored = (
-            None
-            if record.response_data is None
-            else encode_stored_data(record.response_data, compression_threshold=self._threshold)
-        )
+        entry = self._entry(record)
         with self._lock:
             if not self._owned(record.idempotency_key, record.owner):
                 return False
             self._commit(writes)
-            self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
+            self._records[record.idempotency_key] = entry
             return True
 
     def write_transaction(self, writes: Sequence[TransactItem]) -> None:
@@ -151,5 +143,16 @@ class InMemoryPersistenceLayer:
         return replace(record, response_data=decode_stored_data(stored))
 
     def _write(self, record: IdempotencyRecord) -> None:
-        stored = None if record.response_data is None else record.response_data
-        self._records[record.idempotency_key] = (replace(record, response_data=None), stored)
+        self._records[record.idempotency_key] = (record, None)
+
+    def _entry(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bytes | None]:
+        """Return what is kept for ``record``: itself, or without its data plus the zlib bytes.
+
+        Encoding also enforces DynamoDB's size limit, so a result too large there fails here.
+        """
+        if record.response_data is None:
+            return record, None
+        stored = encode_stored_data(record.response_data, compression_threshold=self._threshold)
+        if isinstance(stored, str):
+            return record, None
+        return replace(record, response_data=None), stored

@@ -21,6 +21,7 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     Status,
 )
+from idempotent_lambda import _jmespath_functions as jmespath_functions
 from idempotent_lambda._identity import digest
 from idempotent_lambda.adapters.sqs import (
     SQSMessageAttribute,
@@ -177,8 +178,14 @@ def test_json_body_is_parsed_once_even_when_the_key_reads_it(
         parses.append(text)
         return real_loads(text, **kwargs)
 
+    class CountingDecoder(json.JSONDecoder):
+        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+            parses.append(s)
+            return super().decode(s, *args, **kwargs)
+
     event = batch(message("m-1", {"order_id": 1}), message("m-2", {"order_id": 2}))
     monkeypatch.setattr(json, "loads", counting_loads)
+    monkeypatch.setattr(jmespath_functions, "_DECODER", CountingDecoder())
     bodies: list[Any] = []
 
     @idempotent_sqs_handler(
