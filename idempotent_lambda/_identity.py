@@ -94,6 +94,8 @@ def derive_invocation(
     """
     plain = to_plain(payload)
     functions = config._make_functions()
+    if config._validation_expression is not None and isinstance(functions, BuiltinFunctions):
+        functions.track_floats = True
     options = jmespath.Options(custom_functions=functions)
     try:
         material = _search(config._key_expression, plain, options, "event_key_jmespath")

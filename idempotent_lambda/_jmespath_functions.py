@@ -38,12 +38,19 @@ class BuiltinFunctions(functions.Functions):
     #: The last parsed value, when the C JSON encoder already spells it canonically (every float
     #: in it has a plain, non-integral ``repr``), so hashing it needs no normalising pass.
     canonical_root: Any = None
+    #: Whether to work out `canonical_root`: it costs a Python call per float in the body, which
+    #: pays off only when a whole parsed body is hashed (payload validation), not for a key field.
+    track_floats: bool = False
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_json(self, value: str) -> Any:
         last = self._last_json
         if last is not None and last[0] is value:
             return last[1]
+        if not self.track_floats:
+            parsed = json.loads(value)
+            self._last_json = (value, parsed)
+            return parsed
         _floats.plain = True
         parsed = _DECODER.decode(value)
         self._last_json = (value, parsed)

@@ -29,6 +29,7 @@ json_data = st.recursive(
 def parse(text: str) -> tuple[Any, Any]:
     """Parse like ``powertools_json`` and return (parsed, canonical_root)."""
     functions = BuiltinFunctions()
+    functions.track_floats = True
     parsed = jmespath.search(
         "powertools_json(@)", text, jmespath.Options(custom_functions=functions)
     )
