@@ -353,21 +353,26 @@ class IdempotentCall:
         Raises `IdempotencyAlreadyInProgressError` when waiting is off or its budget runs out.
         """
         clock = self.store.clock
-        budget_end = clock.now_ms() + int(self.config.wait_for_in_progress_seconds * 1000)
+        started = clock.now_ms()
+        budget_end = started + int(self.config.wait_for_in_progress_seconds * 1000)
         if inv.deadline_ms is not None:
             budget_end = min(budget_end, inv.deadline_ms - _WAIT_DEADLINE_MARGIN_MS)
         pause = _WAIT_FIRST_S
+        paused_ms = 0.0
         while holder is not None and holder.status is Status.IN_PROGRESS:
             now = clock.now_ms()
             if holder.lease_passed(now - CLOCK_SKEW_TOLERANCE_MS):
                 return None
-            if now + pause * 1000 > budget_end:
+            # The pauses count too, so the budget runs out even on a clock that stands still
+            # or jumps back (a test's ManualClock): waiting never turns into a hang.
+            if max(now, started + paused_ms) + pause * 1000 > budget_end:
                 self._report(Outcome.IN_PROGRESS, inv, tally, None)
                 raise IdempotencyAlreadyInProgressError(
                     "another invocation is processing this idempotency key",
                     lease_expires_at_ms=holder.in_progress_expiry_timestamp,
                 )
             yield Pause(pause)
+            paused_ms += pause * 1000
             pause = min(pause * _WAIT_FACTOR, _WAIT_MAX_S)
             holder = yield from self._store(
                 tally, inv, StoreCall("get", self.store.get, (inv.key,))

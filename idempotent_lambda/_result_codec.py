@@ -25,9 +25,15 @@ import json
 import math
 from typing import Any
 
-from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+from idempotent_lambda.exceptions import (
+    IdempotencyPersistenceLayerError,
+    IdempotencyUnstorableResultError,
+)
 
 UNSTORABLE_TAG = "$unstorable"
+#: What decoding a damaged stored result raises: bad JSON, base64, UTF-8 or numbers
+#: (ValueError, ArithmeticError), wrapper contents of the wrong shape (TypeError), too deep.
+_NOT_DECODABLE = (ValueError, TypeError, ArithmeticError, RecursionError)
 _TAGS = frozenset(
     {"$decimal", "$float", "$bytes", "$tuple", "$set", "$frozenset", "$map", UNSTORABLE_TAG}
 )
@@ -71,8 +77,15 @@ def _is_plain(value: Any) -> bool:
 
 
 def decode_result(text: str) -> Any:
-    """Invert `encode_result`."""
-    return json.loads(text, object_hook=_unwrap)
+    """Invert `encode_result`.
+
+    Raises:
+        IdempotencyPersistenceLayerError: ``text`` is not a stored result (a corrupt record).
+    """
+    try:
+        return json.loads(text, object_hook=_unwrap)
+    except _NOT_DECODABLE as exc:
+        raise _corrupt(exc) from exc
 
 
 def unstorable_marker(reason: str) -> str:
@@ -84,8 +97,16 @@ def unstorable_reason(text: str) -> str | None:
     """Return the reason when ``text`` is an unstorable-result marker, else None."""
     if not text.startswith('{"' + UNSTORABLE_TAG):
         return None
-    parsed = json.loads(text)
-    return str(parsed[UNSTORABLE_TAG])
+    try:
+        return str(json.loads(text)[UNSTORABLE_TAG])
+    except (*_NOT_DECODABLE, KeyError) as exc:
+        raise _corrupt(exc) from exc
+
+
+def _corrupt(exc: BaseException) -> IdempotencyPersistenceLayerError:
+    return IdempotencyPersistenceLayerError(
+        f"the stored result does not decode ({type(exc).__name__}): the record is corrupt"
+    )
 
 
 def _wrap(value: Any) -> Any:
@@ -126,7 +147,7 @@ def _unwrap(obj: dict[str, Any]) -> Any:
     if tag == "$float":
         return float(inner)
     if tag == "$bytes":
-        return base64.b64decode(inner)
+        return base64.b64decode(inner, validate=True)
     if tag == "$tuple":
         return tuple(inner)
     if tag == "$set":

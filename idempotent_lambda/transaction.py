@@ -27,9 +27,9 @@ transaction is cancelled nothing is written and:
 - any other failure after the body: the record is released and the error propagates.
 
 A body that raises (or whose result the adapter does not store, such as an HTTP 5xx) discards
-its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``) or no key in the payload,
-`idempotent` and `idempotent_function` still commit the queued writes, atomically among
-themselves, when the body returns.
+its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``), no key in the payload, or an
+HTTP method the adapter leaves alone, the decorators and adapters still commit the queued writes,
+atomically among themselves, when the body returns (`run_unrecorded`).
 """
 
 from __future__ import annotations
@@ -267,26 +267,44 @@ def close_transaction(binding: Binding) -> tuple[TransactItem, ...]:
     return tuple(transaction._writes)
 
 
-def run_unrecorded(store: object, body: Callable[[], T]) -> T:
-    """Run ``body`` without a record; then commit its queued writes, if any, atomically."""
+def run_unrecorded(
+    store: object, body: Callable[[], T], *, commit_if: Callable[[T], bool] | None = None
+) -> T:
+    """Run ``body`` without a record; then commit its queued writes, if any, atomically.
+
+    Args:
+        store: The store that commits the writes.
+        body: The decorated function, bound to its arguments.
+        commit_if: The adapter's ``store_result_if``: a result it rejects (an HTTP 5xx, say)
+            discards the writes, as it does when the invocation is recorded.
+
+    Raises:
+        IdempotencyTransactionConflictError: A write's condition failed; nothing was written.
+        IdempotencyTransactionError: The writes are invalid.
+    """
     binding = open_transaction(store)
     try:
         result = body()
     finally:
         writes = close_transaction(binding)
-    if writes:
+    if writes and (commit_if is None or commit_if(result)):
         _transactional(store).write_transaction(writes)
     return result
 
 
-async def run_unrecorded_async(store: object, body: Callable[[], Awaitable[T]]) -> T:
+async def run_unrecorded_async(
+    store: object,
+    body: Callable[[], Awaitable[T]],
+    *,
+    commit_if: Callable[[T], bool] | None = None,
+) -> T:
     """Async `run_unrecorded`: the commit runs in a worker thread."""
     binding = open_transaction(store)
     try:
         result = await body()
     finally:
         writes = close_transaction(binding)
-    if writes:
+    if writes and (commit_if is None or commit_if(result)):
         import asyncio
 
         await asyncio.to_thread(_transactional(store).write_transaction, writes)

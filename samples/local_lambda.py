@@ -124,35 +124,41 @@ def queue_arn(name: str) -> str:
 class StreamReader:
     """Read a table's stream from a position onwards, as Lambda's event source mapping does.
 
-    Construct it before the writes: it starts at ``LATEST`` of every shard, so `read` returns
+    Construct it before the writes: it starts at the end of every shard, so `read` returns
     exactly the records of the writes made since (however many earlier runs the table saw).
+    Like the event source mapping it checkpoints sequence numbers, not iterators: each `read`
+    asks for a fresh iterator after the last record it returned. (moto replaces a table's stream
+    shard when it rolls back a cancelled ``TransactWriteItems``; an iterator kept across that
+    would read the discarded shard and miss every later record.)
     """
 
     def __init__(self, client: Any, stream_arn: str) -> None:
         """Start at the end of every shard of ``stream_arn`` (a ``dynamodbstreams`` client)."""
         self._client = client
         self.stream_arn = stream_arn
-        self._iterators: dict[str, str] = {}
-        for shard in self._shards():
-            self._iterators[shard] = client.get_shard_iterator(
-                StreamArn=stream_arn, ShardId=shard, ShardIteratorType="LATEST"
-            )["ShardIterator"]
+        self._after: dict[str, str | None] = {}
+        self.read()  # skip what is there already
 
     def read(self) -> list[dict[str, Any]]:
         """Return the records written since the last read, in the Lambda event's shape."""
-        for shard in self._shards():  # shards opened since: read them from their start
-            if shard not in self._iterators:
-                self._iterators[shard] = self._client.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
         records: list[dict[str, Any]] = []
-        for shard in list(self._iterators):
-            iterator = self._iterators[shard]
+        for shard in self._shards():  # a shard opened since is read from its start
+            last = self._after.get(shard)
+            if last is None:
+                position: dict[str, str] = {"ShardIteratorType": "TRIM_HORIZON"}
+            else:
+                position = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+            iterator = self._client.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=shard, **position
+            )["ShardIterator"]
+            self._after.setdefault(shard, None)
             while iterator:
                 page = self._client.get_records(ShardIterator=iterator, Limit=1000)
+                if not page["Records"]:
+                    break
                 records.extend(self._as_event_record(record) for record in page["Records"])
-                self._iterators[shard] = page.get("NextShardIterator", "")  # "": shard closed
-                iterator = self._iterators[shard] if page["Records"] else ""
+                self._after[shard] = page["Records"][-1]["dynamodb"]["SequenceNumber"]
+                iterator = page.get("NextShardIterator", "")  # "": shard closed
         records.sort(key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
         return records
 

@@ -33,7 +33,6 @@ def dynamodb_endpoint(endpoint_url: str | None = None) -> Iterator[str]:
 
     from idempotent_lambda.testing import serialise_moto_writes
 
-
     serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -109,17 +109,32 @@ class DecisionLog(logging.Handler):
 
 
 class RequestCounter:
-    """Count the DynamoDB requests of a boto3 session's clients, by table and operation."""
+    """Count the DynamoDB requests of a boto3 session's clients, by table and operation.
+
+    A ``TransactWriteItems`` counts once on every table it writes (CreateOrder's writes the
+    order and the idempotency record in one request).
+    """
 
     def __init__(self, session: boto3.session.Session) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
+        #: The ``TransactItems`` of every transaction sent, in order.
+        self.transactions: list[list[dict[str, Any]]] = []
         self._lock = threading.Lock()
         session.events.register("before-parameter-build.dynamodb", self._seen)
 
     def _seen(self, params: Mapping[str, Any], event_name: str, **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
+        tables = {str(params.get("TableName", "-"))}
+        writes = params.get("TransactItems")
+        if writes is not None:
+            tables = {
+                str(body.get("TableName", "-")) for write in writes for body in write.values()
+            }
         with self._lock:
-            self.counts[str(params.get("TableName", "-")), operation] += 1
+            for table in tables:
+                self.counts[table, operation] += 1
+            if writes is not None:
+                self.transactions.append(list(writes))
 
     def for_table(self, table: str) -> Counter[str]:
         """Count the requests on ``table`` by operation."""
@@ -308,6 +323,7 @@ def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
     body = order_body(alice, ("BOOK-1", 2, "12.50"), ("PEN-7", 1, "3.20"))
     key = f"order-{run}-1"
     runs_before = app.executions("CreateOrderFunction")
+    orders_before = app.requests.for_table(app.tables["OrdersTable"])
     first = app.post_order(body, key)
     t.note(f"POST /orders  Idempotency-Key: {key}  -> {first.show()}")
     t.expect("201 Created with an order id", first.status == 201 and "order_id" in first.body)
@@ -362,10 +378,24 @@ def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
     third = app.post_order(third_body, f"order-{run}-3")
     t.note(f"another order for {alice}       -> {third.show()}")
     t.expect("201 Created", third.status == 201)
+    _expect_atomic_commits(app, t, orders_before, orders=3)
     return Orders(
         first=(first_id, alice, Decimal("28.20")),
         concurrent=(bob_id, bob, Decimal("24.00")),
         third=(str(third.body.get("order_id", "")), alice, Decimal("40.00")),
+    )
+
+
+def _expect_atomic_commits(
+    app: LocalApp, t: Transcript, before: Counter[str], *, orders: int
+) -> None:
+    """Check that each new order was written with its record, in one TransactWriteItems."""
+    after = app.requests.for_table(app.tables["OrdersTable"])
+    commits = after["TransactWriteItems"] - before["TransactWriteItems"]
+    t.expect(
+        f"each order committed with its record in one TransactWriteItems "
+        f"({commits} for {orders} orders)",
+        commits == orders and after["PutItem"] == before["PutItem"],
     )
 
 
@@ -488,6 +518,7 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
             f"{app.decisions.executions(prefix):>6}{app.decisions.replays(prefix):>10}"
         )
     t.note("(requests: HTTP requests, or the records in the batches)")
+    t.note("(a TransactWriteItems counts once on each table it writes)")
     idempotency_table = app.tables["IdempotencyTable"]
     for logical_id, name in app.tables.items():
         ops = app.requests.for_table(name)

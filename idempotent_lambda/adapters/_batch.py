@@ -15,48 +15,55 @@ Rules both sources share:
 - Concurrency: each *lane* (a standard-queue record, a FIFO message group, or a whole ordered
   batch) runs in order; up to ``max_concurrency`` lanes run at once in a thread pool (or as
   asyncio tasks for ``async def`` handlers), each bound to the batch's Lambda context.
+
+This module holds the decorator and the types the sources share; the rules live in
+`_batch_progress` (what is reported), `_batch_records` (one record's run) and `_batch_lanes`
+(concurrency).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import functools
 import inspect
 import logging
-import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypedDict, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
-import jmespath
-
-from idempotent_lambda._engine import IdempotentCall, run_async, run_sync
-from idempotent_lambda._env import idempotency_disabled
-from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
-from idempotent_lambda._lambda_context import (
-    LambdaContextLike,
-    as_lambda_context,
-    current_lambda_context,
-    remaining_ms,
+from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
+from idempotent_lambda.adapters._batch_lanes import run_coroutine, run_lanes, run_lanes_async
+from idempotent_lambda.adapters._batch_progress import (
+    BatchItemFailure,
+    BatchProgress,
+    PartialBatchResponse,
+    partial_response,
+    unique,
 )
-from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda.adapters._batch_records import RecordRunner
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import (
-    IdempotencyConfigError,
-    IdempotencyError,
-    IdempotencyKeyError,
-    IdempotencyUnstorableResultError,
-)
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyError
 from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.serialization import resolve_serializer
 
+__all__ = [
+    "DEFAULT_TIME_SAFETY_MARGIN_MS",
+    "BatchHandler",
+    "BatchItemFailure",
+    "BatchSource",
+    "MalformedEventError",
+    "MalformedRecordError",
+    "PartialBatchResponse",
+    "Plan",
+    "batch_decorator",
+]
+
 RecordT = TypeVar("RecordT")
+
+logger = logging.getLogger("idempotent_lambda.batch")
 
 #: Default for ``time_safety_margin_ms``: no record starts with less time than this left.
 DEFAULT_TIME_SAFETY_MARGIN_MS = 1_000
-
-logger = logging.getLogger("idempotent_lambda.batch")
 
 
 class MalformedEventError(IdempotencyError, ValueError):
@@ -72,18 +79,6 @@ class MalformedRecordError(IdempotencyError, ValueError):
 
     Never raised out of a batch handler: the record is reported failed and logged.
     """
-
-
-class BatchItemFailure(TypedDict):
-    """One record for Lambda to retry."""
-
-    itemIdentifier: str
-
-
-class PartialBatchResponse(TypedDict):
-    """What a batch handler returns (needs ``ReportBatchItemFailures`` on the mapping)."""
-
-    batchItemFailures: list[BatchItemFailure]
 
 
 BatchHandler = Callable[[Any, Any], PartialBatchResponse]
@@ -188,8 +183,6 @@ class _Processor(Generic[RecordT]):
         self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             type(function).__call__
         )
-        self.store = store
-        self.config = config
         self.key_prefix = key_prefix
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
@@ -212,269 +205,45 @@ class _Processor(Generic[RecordT]):
                 self.source.name,
                 ",".join(missing),
             )
-            return _response(_unique(i for i in identifiers if i is not None))
+            return partial_response(unique(i for i in identifiers if i is not None))
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
         try:
             lanes, ordered = self.source.plan(records, self.max_concurrency)
-            run = _Run(
-                self,
+            lease_context = bound or self.call.config.bound_context()
+            runner = RecordRunner(
+                self.source,
+                self.function,
+                self.call,
                 records,
-                identifiers=cast(list[str], identifiers),
                 context=context,
-                bound=bound,
+                lease_context=lease_context,
+                key_prefix=self.key_prefix,
+            )
+            progress = BatchProgress(
+                self.source.name,
+                cast(list[str], identifiers),
                 ordered=ordered,
+                lease_context=lease_context,
+                margin_ms=self.margin_ms,
             )
             if self.is_async:
-                _run_coroutine(run.run_lanes_async(lanes))
+
+                async def run_record_async(index: int) -> None:
+                    if progress.may_start(index):
+                        progress.finish(index, await runner.run_async(index))
+
+                run_coroutine(run_lanes_async(lanes, self.max_concurrency, run_record_async))
             else:
-                run.run_lanes(lanes)
-            return _response(run.failed_identifiers())
+
+                def run_record(index: int) -> None:
+                    if progress.may_start(index):
+                        progress.finish(index, runner.run(index))
+
+                run_lanes(lanes, self.max_concurrency, run_record)
+            return partial_response(progress.failed_identifiers())
         finally:
             current_lambda_context.reset(token)
-
-
-_NOT_RUN = "NOT_RUN"
-_OK = "OK"
-
-
-class _Run(Generic[RecordT]):
-    """One batch: its records, the outcome of each, and whether the batch stopped."""
-
-    def __init__(
-        self,
-        processor: _Processor[RecordT],
-        records: list[Mapping[str, Any]],
-        *,
-        identifiers: list[str],
-        context: Any,
-        bound: LambdaContextLike | None,
-        ordered: bool,
-    ) -> None:
-        self.p = processor
-        self.records = records
-        self.identifiers = identifiers
-        self.context = context
-        self.lease_context = bound or processor.config.bound_context()
-        self.prefix = processor.key_prefix or _default_prefix(processor.function)
-        self.disabled = idempotency_disabled()
-        if self.disabled:
-            decision = Decision(Outcome.DISABLED, processor.call.function_name)
-            report(decision, processor.config.decision_hook)
-        self.outcomes: list[str] = [_NOT_RUN] * len(records)
-        self.ordered = ordered
-        self._stopped: str | None = None
-        self._lock = threading.Lock()
-
-    # --- running lanes -------------------------------------------------------------------------
-
-    def run_lanes(self, lanes: list[list[int]]) -> None:
-        workers = min(self.p.max_concurrency, len(lanes))
-        if workers <= 1:
-            for lane in lanes:
-                self._run_lane(lane)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(workers, thread_name_prefix="idempotent-batch") as pool:
-            futures = [
-                pool.submit(contextvars.copy_context().run, self._run_lane, lane) for lane in lanes
-            ]
-            for future in futures:
-                future.result()
-
-    def _run_lane(self, lane: list[int]) -> None:
-        for index in lane:
-            if self._may_start(index):
-                self._finish(index, self._process(index))
-
-    async def run_lanes_async(self, lanes: list[list[int]]) -> None:
-        workers = min(self.p.max_concurrency, len(lanes))
-        if workers <= 1:
-            for lane in lanes:
-                await self._run_lane_async(lane)
-            return
-        slots = asyncio.Semaphore(workers)
-
-        async def lane_task(lane: list[int]) -> None:
-            async with slots:
-                await self._run_lane_async(lane)
-
-        await asyncio.gather(*(lane_task(lane) for lane in lanes))
-
-    async def _run_lane_async(self, lane: list[int]) -> None:
-        for index in lane:
-            if self._may_start(index):
-                self._finish(index, await self._process_async(index))
-
-    # --- one record ----------------------------------------------------------------------------
-
-    def _process(self, index: int) -> BaseException | None:
-        """Run record ``index``; return the error that failed it, or None."""
-        body_errors: list[BaseException] = []
-        try:
-            record, invocation = self._prepare(index)
-            function = cast(Callable[[Any, Any], object], self.p.function)
-
-            def body() -> object:
-                try:
-                    return function(record, self.context)
-                except BaseException as exc:
-                    body_errors.append(exc)
-                    raise
-
-            if invocation is None:
-                body()
-            else:
-                run_sync(self.p.call.flow(invocation), body)
-        except Exception as exc:
-            return _failure(exc, body_errors)
-        return None
-
-    async def _process_async(self, index: int) -> BaseException | None:
-        body_errors: list[BaseException] = []
-        try:
-            record, invocation = self._prepare(index)
-            function = cast(Callable[[Any, Any], Awaitable[object]], self.p.function)
-
-            async def body() -> object:
-                try:
-                    return await function(record, self.context)
-                except BaseException as exc:
-                    body_errors.append(exc)
-                    raise
-
-            if invocation is None:
-                await body()
-            else:
-                await run_async(self.p.call.flow(invocation), body)
-        except Exception as exc:
-            return _failure(exc, body_errors)
-        return None
-
-    def _prepare(self, index: int) -> tuple[RecordT, Invocation | None]:
-        """Return the typed record and its identity (None: run without idempotency)."""
-        raw = self.records[index]
-        source, config = self.p.source, self.p.config
-        record = source.parse(raw)
-        if self.disabled:
-            return record, None
-        functions = config._make_functions()
-        options = jmespath.Options(custom_functions=functions)
-        if config._key_expression is None:
-            material = source.default_key(raw)
-        else:
-            material = _search(config._key_expression, raw, options, "event_key_jmespath")
-        validated = None
-        if config._validation_expression is not None:
-            validated = _search(
-                config._validation_expression, raw, options, "payload_validation_jmespath"
-            )
-        invocation = build_invocation(
-            config,
-            material=material,
-            validated=validated,
-            prefix=self.prefix,
-            now_ms=self.p.store.clock.now_ms(),
-            context=self.lease_context,
-        )
-        parsed = getattr(functions, "_last_json", None)
-        if source.adopt_json is not None and parsed is not None:
-            source.adopt_json(record, parsed[0], parsed[1])
-        if invocation is None:
-            report(Decision(Outcome.SKIPPED, self.p.call.function_name), config.decision_hook)
-        return record, invocation
-
-    # --- bookkeeping ---------------------------------------------------------------------------
-
-    def _may_start(self, index: int) -> bool:
-        """Tell whether record ``index`` may start; if not, mark it not processed."""
-        reason = self._stopped
-        if reason is None:
-            left = remaining_ms(self.lease_context)
-            if left is not None and left < self.p.margin_ms:
-                reason = self._stop(
-                    "time_budget", f"{left} ms left, below the {self.p.margin_ms} ms margin"
-                )
-        if reason is None:
-            return True
-        self.outcomes[index] = reason
-        logger.info(
-            "batch record not processed: source=%s id=%s reason=%s",
-            self.p.source.name,
-            self.identifiers[index],
-            reason,
-            extra={"idempotency_batch": self._fields(index, reason=reason)},
-        )
-        return False
-
-    def _finish(self, index: int, error: BaseException | None) -> None:
-        if error is None:
-            self.outcomes[index] = _OK
-            return
-        self.outcomes[index] = type(error).__name__
-        logger.warning(
-            "batch record failed: source=%s id=%s error=%s",
-            self.p.source.name,
-            self.identifiers[index],
-            type(error).__name__,
-            extra={"idempotency_batch": self._fields(index, error=type(error).__name__)},
-        )
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("batch record %s failed", self.identifiers[index], exc_info=error)
-        if self.ordered:
-            self._stop("after_failure", f"record {self.identifiers[index]} failed")
-
-    def _stop(self, reason: str, why: str) -> str:
-        with self._lock:
-            if self._stopped is None:
-                self._stopped = reason
-                left = sum(1 for outcome in self.outcomes if outcome == _NOT_RUN)
-                logger.warning(
-                    "batch stopped: source=%s reason=%s (%s); records left: %d",
-                    self.p.source.name,
-                    reason,
-                    why,
-                    left,
-                )
-            return self._stopped
-
-    def _fields(self, index: int, **extra: str) -> dict[str, Any]:
-        return {"source": self.p.source.name, "id": self.identifiers[index], **extra}
-
-    def failed_identifiers(self) -> list[str]:
-        return _unique(
-            identifier
-            for identifier, outcome in zip(self.identifiers, self.outcomes, strict=True)
-            if outcome != _OK
-        )
-
-
-def _failure(exc: BaseException, body_errors: list[BaseException]) -> BaseException | None:
-    """Return ``exc`` unless it says the record already ran (its result is just unstorable).
-
-    `IdempotencyUnstorableResultError` from this record's own flow means the body ran (now or
-    before) and a retry can only raise again: the record is done. Raised by the body itself (a
-    nested call), it is the body's failure like any other.
-    """
-    own = not any(error is exc for error in body_errors)
-    if own and isinstance(exc, IdempotencyUnstorableResultError):
-        return None
-    return exc
-
-
-def _default_prefix(function: Callable[..., Any]) -> str:
-    """Return the default key prefix; a callable object is named by its class."""
-    if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
-        return default_prefix(function)
-    return default_prefix(type(function))
-
-
-def _search(expression: Any, raw: Any, options: jmespath.Options, name: str) -> Any:
-    try:
-        return expression.search(raw, options=options)
-    except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
-        raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc
 
 
 def _records_of(event: Any, source: str) -> list[Any]:
@@ -490,29 +259,3 @@ def _records_of(event: Any, source: str) -> list[Any]:
             f"{'no Records' if records is None else 'Records of type ' + type(records).__name__}"
         )
     return records
-
-
-def _response(identifiers: Sequence[str]) -> PartialBatchResponse:
-    return {"batchItemFailures": [{"itemIdentifier": i} for i in identifiers]}
-
-
-def _unique(identifiers: Any) -> list[str]:
-    return list(dict.fromkeys(identifiers))
-
-
-def _run_coroutine(coroutine: Awaitable[None]) -> None:
-    """Run ``coroutine`` to completion from synchronous code, even under a running loop."""
-
-    async def main() -> None:
-        await coroutine
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(main())
-        return
-    # Called from inside an event loop (a test, a local runner): run in a fresh loop elsewhere.
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="idempotent-batch-loop") as pool:
-        pool.submit(contextvars.copy_context().run, asyncio.run, main()).result()

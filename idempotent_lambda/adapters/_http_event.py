@@ -109,6 +109,23 @@ def family_of(event: Any) -> Family:
     return Family(Shape.V1, multi_value=multi)
 
 
+def method_of(event: Any) -> str | None:
+    """Return the request's upper-case method, or None when it cannot be read; never raises.
+
+    Cheaper than `parse_request` and blind to the rest of the event, so a method the adapter does
+    not cover is passed through before anything else is looked at.
+    """
+    if not isinstance(event, dict):
+        return None
+    if family_of(event).shape is Shape.V2:
+        context = event.get("requestContext")
+        http = context.get("http") if isinstance(context, dict) else None
+        method = http.get("method") if isinstance(http, dict) else None
+    else:
+        method = event.get("httpMethod")
+    return method.upper() if isinstance(method, str) and method else None
+
+
 def parse_request(event: Any, header_name: str) -> HttpRequest:
     """Read the request out of a proxy event.
 

@@ -8,12 +8,23 @@ Every response is built in the family of the event it answers: v1 and ALB events
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from idempotent_lambda._clock import Clock
 from idempotent_lambda.adapters._http_event import Family, Shape
+from idempotent_lambda.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyTransactionConflictError,
+    IdempotencyValidationError,
+)
+
+logger = logging.getLogger("idempotent_lambda")
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -60,6 +71,71 @@ def problem(
     response["body"] = body
     response["isBase64Encoded"] = False
     return response
+
+
+def refusal(
+    exc: Exception, family: Family, *, header_name: str, clock: Clock
+) -> dict[str, Any] | None:
+    """Return the problem response for an engine refusal before the handler ran, or None."""
+    if isinstance(exc, IdempotencyValidationError):
+        return problem(
+            family,
+            422,
+            f"{header_name} is already used",
+            f"This {header_name} was already used with a different request.",
+            problem_type=IDEMPOTENCY_PROBLEM_TYPE,
+        )
+    if isinstance(exc, IdempotencyAlreadyInProgressError):
+        lease_end = exc.lease_expires_at_ms
+        return problem(
+            family,
+            409,
+            f"A request is outstanding for this {header_name}",
+            "The first request with this key is still being processed; retry later.",
+            problem_type=IDEMPOTENCY_PROBLEM_TYPE,
+            retry_after=1 if lease_end is None else _seconds_until(lease_end, clock),
+        )
+    if isinstance(exc, IdempotencyPersistenceLayerError):
+        return problem(
+            family,
+            503,
+            "Service Unavailable",
+            "The idempotency store is unavailable; the request was not processed.",
+            retry_after=1,
+        )
+    return None
+
+
+def conflict(exc: Exception, family: Family) -> dict[str, Any] | None:
+    """Return the 409 for a business write whose condition failed after the handler returned.
+
+    Nothing was written and nothing is stored, so the same request may be sent again (it runs
+    again). The body says neither which write failed nor what the item held.
+    """
+    if not isinstance(exc, IdempotencyTransactionConflictError):
+        return None
+    return problem(
+        family,
+        409,
+        "Conflict",
+        "The request conflicts with the current state of a resource; nothing was changed.",
+    )
+
+
+def log_answer(log: Any, function: str, status: int, reason: str, *, outcome: str) -> None:
+    """Log that the adapter answered for the handler (``log``: ``IdempotencyConfig.logger``)."""
+    (logger if log is None else log).info(
+        "idempotency http %s status=%s reason=%s function=%s",
+        outcome.lower(),
+        status,
+        reason,
+        function,
+        extra={"idempotency": {"outcome": outcome, "status": status, "reason": reason}},
+    )
+
+
+def _seconds_until(lease_end_ms: int, clock: Clock) -> int:
+    return max(1, math.ceil((lease_end_ms - clock.now_ms()) / 1000))
 
 
 def status_of(response: Any) -> int:

@@ -87,7 +87,9 @@ def _add_records(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     listing.add_argument("--limit", type=_positive, metavar="N", help="stop after N records")
 
-    get = _table_leaf(actions, "get", "get", "Show one record, with its decoded result.")
+    get = _table_leaf(
+        actions, "get", "get", "Show one record, with its decoded result (or where S3 holds it)."
+    )
     get.add_argument("key", metavar="KEY", help="the full key, e.g. 'orders#3a7bd3...'")
     get.add_argument("--no-data", action="store_true", help="do not show the stored result")
 

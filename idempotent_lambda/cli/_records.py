@@ -57,7 +57,10 @@ def list_records(args: argparse.Namespace) -> int:
 
 
 def get_record(args: argparse.Namespace) -> int:
-    """``records get KEY``: print one record with its decoded result and its times."""
+    """``records get KEY``: print one record with its decoded result and its times.
+
+    A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
+    """
     client, schema = client_from(args), schema_from(args)
     record = read(client, args.table, schema, args.key)
     if record is None:
@@ -183,6 +186,15 @@ def _detail(shown: dict[str, Any]) -> str:
         return text
     if shown["unstorable_reason"] is not None:
         return f"{text}\nresult      not stored: {shown['unstorable_reason']}"
+    offloaded = shown["offloaded"]
+    if offloaded is not None:
+        if offloaded.get("malformed"):
+            return f"{text}\nresult      offloaded to S3, but the reference is malformed"
+        return (
+            f"{text}\nresult      offloaded to S3 (not fetched): "
+            f"s3://{offloaded['bucket']}/{offloaded['key']}\n"
+            f"            {offloaded['size']} bytes, zlib-compressed, sha256 {offloaded['sha256']}"
+        )
     if shown["stored_data"] is None:
         return f"{text}\nresult      -"
     rendered = json.dumps(shown["result"], indent=2, ensure_ascii=False)

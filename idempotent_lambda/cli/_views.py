@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from idempotent_lambda._result_codec import decode_result, unstorable_reason
+from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
+from idempotent_lambda.persistence._s3_offload import is_reference, parse_reference
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _UTC = datetime.timezone.utc
@@ -43,11 +45,36 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
 
 
 def with_result(record_view: dict[str, Any], record: IdempotencyRecord) -> dict[str, Any]:
-    """Add the decoded result (and the exact stored text) to a view."""
+    """Add the decoded result (and the exact stored text) to a view.
+
+    A result offloaded to S3 is not fetched: ``result`` is None and ``offloaded`` names the
+    object (``bucket``, ``key``, ``size``, ``sha256``; ``malformed`` when the reference is not
+    readable). ``offloaded`` is None for a result held in the item.
+    """
     data = record.response_data
-    reason = None if data is None else unstorable_reason(data)
-    result = None if data is None or reason is not None else jsonable(decode_result(data))
-    return {**record_view, "result": result, "unstorable_reason": reason, "stored_data": data}
+    offloaded = None if data is None else offload_reference(data)
+    reason = None if data is None or offloaded is not None else unstorable_reason(data)
+    result = None
+    if data is not None and reason is None and offloaded is None:
+        result = jsonable(decode_result(data))
+    return {
+        **record_view,
+        "result": result,
+        "unstorable_reason": reason,
+        "offloaded": offloaded,
+        "stored_data": data,
+    }
+
+
+def offload_reference(data: str) -> dict[str, Any] | None:
+    """Return where an offloaded result lives, when ``data`` is an S3 reference; else None."""
+    if not is_reference(data):
+        return None
+    try:
+        bucket, key, sha256, size = parse_reference(data)
+    except CorruptItemError:
+        return {"malformed": True}
+    return {"bucket": bucket, "key": key, "size": size, "sha256": sha256}
 
 
 def jsonable(value: Any) -> Any:

@@ -128,7 +128,7 @@ class LargeResults:
             IdempotencyPersistenceLayerError: The reference is malformed; the object is
                 missing, unreadable, of the wrong size or checksum, or does not decompress.
         """
-        bucket, key, sha256, size = _parse(text)
+        bucket, key, sha256, size = parse_reference(text)
         with _s3_request("GetObject"):
             body = self._get_client().get_object(Bucket=bucket, Key=key)["Body"].read()
         if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
@@ -172,7 +172,12 @@ class LargeResults:
         return client
 
 
-def _parse(text: str) -> tuple[str, str, str, int]:
+def parse_reference(text: str) -> tuple[str, str, str, int]:
+    """Return the ``(bucket, key, sha256, size)`` of a reference's object.
+
+    Raises:
+        CorruptItemError: ``text`` is not a well-formed reference.
+    """
     try:
         reference = json.loads(text)[REFERENCE_TAG]
         bucket, key, sha256, size = (reference[n] for n in ("bucket", "key", "sha256", "size"))

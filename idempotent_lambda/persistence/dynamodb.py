@@ -16,7 +16,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
 )
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
-from idempotent_lambda.persistence._dynamodb_item import ItemSchema
+from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
 from idempotent_lambda.persistence._s3_offload import LargeResults, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
@@ -188,8 +188,21 @@ class DynamoDBPersistenceLayer:
                     return self._blocked_without_item(record.idempotency_key, exc)
                 blocker = self._resolve(schema.from_item(blocking))
                 return ClaimOutcome(claimed=False, previous=blocker)
-        previous = response.get("Attributes")
-        return ClaimOutcome(claimed=True, previous=schema.from_item(previous) if previous else None)
+        return ClaimOutcome(claimed=True, previous=self._replaced(response.get("Attributes")))
+
+    def _replaced(self, item: Mapping[str, Any] | None) -> IdempotencyRecord | None:
+        """Return the record a successful claim replaced: None when none, or when unreadable.
+
+        The claim is already written by then: an old item that expired while corrupt must not
+        fail it, or the body would never run while the new IN_PROGRESS item blocked the key
+        until its lease ended. The engine only uses it to tell a takeover from a fresh claim.
+        """
+        if not item:
+            return None
+        try:
+            return self._schema.from_item(item)
+        except CorruptItemError:
+            return None
 
     def complete(self, record: IdempotencyRecord) -> bool:
         """Replace the caller's IN_PROGRESS record with ``record`` (COMPLETED), if still owned.

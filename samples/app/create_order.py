@@ -5,9 +5,15 @@ body gets that same 201 back with ``Idempotent-Replayed: true`` (the handler doe
 same key with another body is a 422, a retry while the first still runs a 409, a request without
 a key a 400 — all ``application/problem+json``, answered by `idempotent_http`.
 
-Belt and braces: the order id is derived from the key, and the order is written with a
-conditional put, so even a retry that arrives after the idempotency record expired cannot
-create a second order.
+The order item is not written by the handler: it is queued on `current_transaction`, and the
+library commits it together with the idempotency record's COMPLETED write in one
+``TransactWriteItems``. Either both exist — the order and the record that makes every retry
+replay the 201 — or neither does, so no crash can leave an order without its record.
+
+Belt and braces: the order id is derived from the key, and the order's put is conditioned on
+``attribute_not_exists(order_id)``, so even a retry that arrives after the idempotency record
+expired cannot create a second order: its transaction is cancelled (nothing is written) and
+`idempotent_http` answers 409 ``Conflict``.
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ import json
 import time
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.api_gateway import idempotent_http
+from idempotent_lambda.transaction import current_transaction
 
-from .aws import idempotency_store, orders_table
+from .aws import env, idempotency_store
 from .orders import ORDER_RETENTION_SECONDS, PENDING, order_id_for, order_view
 
 KEY_HEADER = "Idempotency-Key"
@@ -62,7 +69,7 @@ class CreateOrderRequest(BaseModel):
     key_prefix="orders.create_order",
 )
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Validate the order, store it once, answer 201 with its id (or 400 / 422)."""
+    """Validate the order, queue its write, answer 201 with its id (or 400)."""
     try:
         request = CreateOrderRequest.model_validate_json(_body(event))
     except ValidationError as exc:
@@ -85,24 +92,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "created_at": now,
         "expires_at": now + ORDER_RETENTION_SECONDS,
     }
-    table = orders_table()
-    try:
-        table.put_item(
-            Item=item,
-            ConditionExpression="attribute_not_exists(order_id)",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except table.meta.client.exceptions.ConditionalCheckFailedException as exc:
-        # The idempotency record is gone (expired) but the order exists: answer with it.
-        existing = _deserialize(cast(Mapping[str, Any], exc.response.get("Item", {})))
-        if _same_order(existing, item):
-            item = existing
-        else:
-            return _problem(
-                422,
-                f"{KEY_HEADER} already used",
-                f"This {KEY_HEADER} created a different order.",
-            )
+    # Committed with the idempotency record when this handler returns a 201, in one
+    # TransactWriteItems. If the order exists already (its record expired and this is a late
+    # retry), the condition cancels the transaction and the client gets a 409 problem.
+    current_transaction().put(env("ORDERS_TABLE"), item, condition="attribute_not_exists(order_id)")
     return {
         "statusCode": 201,
         "headers": {
@@ -131,18 +124,6 @@ def _caller(event: Mapping[str, Any]) -> str | None:
     claims = event.get("requestContext", {}).get("authorizer", {}).get("jwt", {}).get("claims", {})
     sub = claims.get("sub")
     return str(sub) if sub else None
-
-
-def _same_order(existing: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    fields = ("customer_id", "currency", "total")
-    return all(existing.get(field) == new.get(field) for field in fields)
-
-
-def _deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
-    from boto3.dynamodb.types import TypeDeserializer
-
-    deserializer = TypeDeserializer()
-    return {name: deserializer.deserialize(value) for name, value in item.items()}
 
 
 def _problem(

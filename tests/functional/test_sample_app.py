@@ -61,7 +61,7 @@ def test_order_id_is_derived_from_the_idempotency_key(app: LocalApp) -> None:
 def test_retry_after_the_idempotency_record_expired_creates_no_second_order(
     app: LocalApp,
 ) -> None:
-    """With the idempotency record gone, a retry still finds the order instead of adding one."""
+    """With the record gone, a retry ran again, but its conditional put cancelled the commit."""
     customer = f"dave-{app.run_id}"
     body = order_body(customer, ("PEN-7", 3, "3.20"))
     key = f"key-{app.run_id}"
@@ -69,12 +69,60 @@ def test_retry_after_the_idempotency_record_expired_creates_no_second_order(
     table = app.tables["IdempotencyTable"]
     for item in app.dynamodb.scan(TableName=table)["Items"]:  # the record "expires"
         app.dynamodb.delete_item(TableName=table, Key={"id": item["id"]})
+    runs = app.executions("CreateOrderFunction")
 
     retry = app.post_order(body, key)
 
-    assert (201, first.body) == (retry.status, retry.body)
-    assert "idempotent-replayed" not in retry.headers  # it ran again: the record was gone
-    assert 1 == len(app.orders_of(customer))
+    assert 201 == first.status
+    assert (409, "Conflict") == (retry.status, retry.body["title"])
+    assert "application/problem+json" == retry.headers["content-type"]
+    assert str(first.body["order_id"]) not in json.dumps(retry.body)  # nothing leaks
+    assert 1 == app.executions("CreateOrderFunction") - runs  # it ran: the record was gone
+    assert [first.body["order_id"]] == [o["order_id"] for o in app.orders_of(customer)]
+    assert [] == app.dynamodb.scan(TableName=table)["Items"]  # the 409 is not stored
+    assert 409 == app.post_order(body, key).status  # so a retry runs, and conflicts, again
+
+
+def test_the_order_and_its_record_commit_in_one_transaction(app: LocalApp) -> None:
+    """CreateOrder's first call: a claim, then one TransactWriteItems with order and record."""
+    orders, records = app.tables["OrdersTable"], app.tables["IdempotencyTable"]
+    sent = len(app.requests.transactions)
+
+    created = app.post_order(order_body(f"gina-{app.run_id}", ("MUG-3", 1, "8.00")), app.run_id)
+
+    assert 201 == created.status
+    (writes,) = app.requests.transactions[sent:]
+    put_order, put_record = (write["Put"] for write in writes)
+    assert (orders, "attribute_not_exists(order_id)") == (
+        put_order["TableName"],
+        put_order["ConditionExpression"],
+    )
+    assert created.body["order_id"] == put_order["Item"]["order_id"]["S"]
+    assert (records, "COMPLETED") == (put_record["TableName"], put_record["Item"]["status"]["S"])
+
+
+def test_a_failed_commit_leaves_neither_order_nor_record(app: LocalApp) -> None:
+    """An order that cannot be written (its id taken) is not created, and no 201 is stored."""
+    customer = f"hank-{app.run_id}"
+    key = f"taken-{app.run_id}"
+    order_id = order_id_for(key, None)
+    app.dynamodb.put_item(
+        TableName=app.tables["OrdersTable"],
+        Item={"order_id": {"S": order_id}, "customer_id": {"S": "someone-else"}},
+    )
+
+    records_before = _record_ids(app)
+
+    response = app.post_order(order_body(customer, ("BOOK-1", 1, "9.99")), key)
+
+    assert 409 == response.status
+    assert [] == app.orders_of(customer)
+    assert records_before == _record_ids(app)  # its record was released, not completed
+
+
+def _record_ids(app: LocalApp) -> set[str]:
+    table = app.tables["IdempotencyTable"]
+    return {item["id"]["S"] for item in app.dynamodb.scan(TableName=table)["Items"]}
 
 
 def test_payment_of_a_wrong_amount_is_reported_failed(app: LocalApp) -> None:

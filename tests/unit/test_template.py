@@ -133,6 +133,14 @@ def test_functions_do_not_get_aws_managed_event_source_policies(template: dict[s
             assert event["Type"] == "HttpApi", name
 
 
+def test_create_order_may_only_put_orders(template: dict[str, Any]) -> None:
+    """The order is a Put of the transaction that completes the record: PutItem, nothing else."""
+    function = resources(template, "AWS::Serverless::Function")["CreateOrderFunction"]
+    on_orders = [s for s in statements(function) if mentions(s.get("Resource"), "OrdersTable")]
+    assert [["dynamodb:PutItem"]] == [as_list(s["Action"]) for s in on_orders]
+    assert {"Fn::GetAtt": ["OrdersTable", "Arn"]} == on_orders[0]["Resource"]
+
+
 def test_idempotency_table_matches_the_store(template: dict[str, Any]) -> None:
     """Partition key ``id`` (S) only, TTL on ``expiration``, on-demand, encrypted."""
     table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]

@@ -1,0 +1,224 @@
+"""Turn one proxy event into the identity of its invocation: key scope and fingerprint, or a 400.
+
+The stored key's material is ``{"method", "route", "caller", "key"}``, so the same key sent by
+two callers, or to two routes or methods, names different records. The fingerprint (the
+validation hash) covers method, path, query and body, unless ``payload_validation_jmespath``
+replaces it. Requests whose method the adapter does not cover, requests without a key when keys
+are optional, and every request while ``IDEMPOTENCY_DISABLED`` is set get no identity: the handler
+runs without a record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection
+from typing import Any
+
+from idempotent_lambda._env import idempotency_disabled
+from idempotent_lambda._identity import Invocation, build_invocation, default_prefix, is_missing
+from idempotent_lambda._lambda_context import LambdaContextLike
+from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda.adapters._http_event import (
+    Family,
+    HttpRequest,
+    InvalidKeyError,
+    MalformedEventError,
+    family_of,
+    method_of,
+    parse_request,
+    read_key,
+)
+from idempotent_lambda.adapters._http_jmespath import EventView, ExpressionError
+from idempotent_lambda.adapters._http_response import IDEMPOTENCY_PROBLEM_TYPE, log_answer, problem
+from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
+from idempotent_lambda.persistence.base import PersistenceStore
+
+#: RFC 9110's safe methods: they change nothing, so there is nothing to deduplicate. ``OPTIONS``
+#: is also what a browser's CORS preflight sends, without the key header.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+_TOKEN_CHARS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+class RejectedError(Exception):
+    """Answer the request with this response without running the handler."""
+
+    def __init__(self, response: dict[str, Any]) -> None:
+        super().__init__(response["statusCode"])
+        self.response = response
+
+
+def check_header_name(header_name: object) -> None:
+    """Raise `IdempotencyConfigError` unless ``header_name`` is a valid HTTP header name."""
+    if not isinstance(header_name, str) or not header_name or set(header_name) - _TOKEN_CHARS:
+        raise IdempotencyConfigError("header_name must be a valid HTTP header name")
+
+
+def method_filter(methods: Collection[str] | None) -> Callable[[str], bool]:
+    """Return the test of whether a request method is covered by the adapter.
+
+    Args:
+        methods: The covered methods, in any case; None covers every method but the safe ones.
+
+    Raises:
+        IdempotencyConfigError: ``methods`` is not a non-empty collection of method names.
+    """
+    if methods is None:
+        return lambda method: method not in SAFE_METHODS
+    if isinstance(methods, str) or not isinstance(methods, Collection):
+        raise IdempotencyConfigError(
+            'methods must be a collection of HTTP method names, e.g. ("POST", "PATCH")'
+        )
+    covered = set()
+    for method in methods:
+        if not isinstance(method, str) or not method or set(method) - _TOKEN_CHARS:
+            raise IdempotencyConfigError(f"methods holds an invalid HTTP method: {method!r}")
+        covered.add(method.upper())
+    if not covered:
+        raise IdempotencyConfigError("methods must name at least one HTTP method")
+    frozen = frozenset(covered)
+    return frozen.__contains__
+
+
+class IdentityReader:
+    """Reads what identifies a request, for one decorated handler."""
+
+    def __init__(
+        self,
+        *,
+        store: PersistenceStore,
+        config: IdempotencyConfig,
+        function_name: str,
+        header_name: str,
+        require_key: bool,
+        covers: Callable[[str], bool],
+        key_prefix: str | None,
+        function: Callable[..., Any],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.function_name = function_name
+        self.header_name = header_name
+        self.header = header_name.lower()
+        self.require_key = require_key
+        self.covers = covers
+        self.key_prefix = key_prefix
+        self.function = function
+
+    def read(
+        self, event: Any, context: LambdaContextLike | None
+    ) -> tuple[Invocation, Family] | None:
+        """Return the invocation and the event's family; None to run the handler unrecorded.
+
+        ``context`` is the handler's own Lambda context, when it was given one.
+
+        Raises:
+            RejectedError: The request is answered with a 400 problem.
+        """
+        method = method_of(event)
+        if method is not None and not self.covers(method):
+            return None  # not an idempotency decision: no log line, no metric
+        if idempotency_disabled():
+            self._report(Outcome.DISABLED)
+            return None
+        family = family_of(event)
+        try:
+            request = parse_request(event, self.header)
+            key = read_key(request.key_values)
+        except MalformedEventError as exc:
+            raise self._reject(
+                family, "malformed-event", "Malformed request", str(exc), problem_type="about:blank"
+            ) from None
+        except InvalidKeyError as exc:
+            raise self._reject(
+                family, "invalid-key", f"{self.header_name} is invalid", str(exc)
+            ) from None
+        config = self.config
+        view = EventView(config, event, request.body)
+        material: Any = key
+        if key is None and config._key_expression is not None:
+            material = self._search(view, config._key_expression, "event_key_jmespath", family)
+        if is_missing(material):
+            if self.require_key:
+                raise self._reject(
+                    family,
+                    "missing-key",
+                    f"{self.header_name} is missing",
+                    f"This operation is idempotent and requires an {self.header_name} header.",
+                )
+            self._report(Outcome.SKIPPED)
+            return None
+        if config._validation_expression is not None:
+            validated = self._search(
+                view, config._validation_expression, "payload_validation_jmespath", family
+            )
+        else:
+            validated = self._fingerprint(request)
+        try:
+            invocation = build_invocation(
+                config,
+                material={
+                    "method": request.method,
+                    "route": request.route,
+                    "caller": None if request.caller is None else list(request.caller),
+                    "key": material,
+                },
+                validated=validated,
+                prefix=self.key_prefix or default_prefix(self.function),  # reads the env now
+                now_ms=self.store.clock.now_ms(),
+                context=context if context is not None else config.bound_context(),
+            )
+        except IdempotencyKeyError:
+            raise self._reject(
+                family,
+                "unhashable-key",
+                "Unusable idempotency key",
+                "The idempotency key or the validated part of the request cannot be hashed.",
+            ) from None
+        assert invocation is not None  # the material is a non-empty dict
+        return invocation, family
+
+    def _report(self, outcome: Outcome) -> None:
+        report(
+            Decision(outcome, self.function_name), self.config.decision_hook, log=self.config.logger
+        )
+
+    def _fingerprint(self, request: HttpRequest) -> dict[str, Any]:
+        body = request.body if isinstance(request.body, bytes) else _utf8(request.body)
+        return {
+            "method": request.method,
+            "path": request.path,
+            "query": [[name, list(values)] for name, values in request.query],
+            "body": hashlib.new(self.config.hash_function, body).hexdigest(),
+        }
+
+    def _search(self, view: EventView, expression: Any, name: str, family: Family) -> Any:
+        try:
+            return view.search(expression, name)
+        except ExpressionError as exc:
+            raise self._reject(
+                family,
+                "expression-failed",
+                "Unreadable request",
+                str(exc),
+                problem_type="about:blank",
+            ) from None
+
+    def _reject(
+        self,
+        family: Family,
+        reason: str,
+        title: str,
+        detail: str,
+        *,
+        problem_type: str = IDEMPOTENCY_PROBLEM_TYPE,
+    ) -> RejectedError:
+        log_answer(self.config.logger, self.function_name, 400, reason, outcome="REJECTED")
+        return RejectedError(problem(family, 400, title, detail, problem_type=problem_type))
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
