@@ -313,15 +313,10 @@ def run_all(
 def moto_endpoint(in_process: bool) -> Iterator[str]:
     """Yield the URL of a moto server on 127.0.0.1, stopped afterwards."""
     if in_process:
-        from moto.server import ThreadedMotoServer
+        from idempotent_lambda.testing import local_dynamodb
 
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        try:
-            host, port = server.get_host_and_port()
-            yield f"http://{host}:{port}"
-        finally:
-            server.stop()
+        with local_dynamodb() as endpoint:
+            yield endpoint
         return
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

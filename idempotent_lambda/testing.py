@@ -13,8 +13,11 @@ shrinks ``lambda_context``'s remaining time alike.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
@@ -24,6 +27,7 @@ __all__ = [
     "FakeLambdaContext",
     "ManualClock",
     "create_idempotency_table",
+    "local_dynamodb",
     "serialise_moto_writes",
 ]
 
@@ -128,3 +132,28 @@ def serialise_moto_writes() -> None:
 
             setattr(DynamoDBBackend, name, serialised)
         _moto_patched = True
+
+
+@contextmanager
+def local_dynamodb() -> Iterator[str]:
+    """Run moto's DynamoDB-compatible server on 127.0.0.1 (a free port) and yield its URL.
+
+    Real HTTP and real conditional-write evaluation, no AWS account: for integration tests and
+    local runs. Writes are serialised as DynamoDB serialises them (`serialise_moto_writes`) and
+    the server's per-request access log is silenced. Needs ``moto[server]``. Point clients at the
+    URL with ``endpoint_url=`` or ``AWS_ENDPOINT_URL_DYNAMODB``, with any dummy credentials.
+    """
+    from moto.server import ThreadedMotoServer
+
+    access_log = logging.getLogger("werkzeug")
+    previous_level = access_log.level
+    access_log.setLevel(logging.ERROR)
+    serialise_moto_writes()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        access_log.setLevel(previous_level)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from idempotent_lambda.testing import local_dynamodb
 
 _DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -27,18 +28,5 @@ def dynamodb_endpoint(endpoint_url: str | None = None) -> Iterator[str]:
         return
     for name, value in _DUMMY_CREDENTIALS.items():
         os.environ.setdefault(name, value)
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
-
-    from idempotent_lambda.testing import serialise_moto_writes
-
-    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with local_dynamodb() as endpoint:
+        yield endpoint

@@ -8,7 +8,6 @@ needs is set for each test with monkeypatch, so nothing leaks into other test di
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -42,30 +41,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def sample_app() -> Iterator[LocalApp]:
     """Start a moto server, create the template's tables on it, load the sample's handlers."""
-    from moto.server import ThreadedMotoServer
+    from idempotent_lambda.testing import local_dynamodb
 
-    werkzeug_logger = logging.getLogger("werkzeug")
-    previous_level = werkzeug_logger.level
-    werkzeug_logger.setLevel(logging.ERROR)
     saved = dict(os.environ)
-    from idempotent_lambda.testing import serialise_moto_writes
-
-    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        os.environ.update(_DUMMY_AWS)
-        host, port = server.get_host_and_port()
-        app = build_app(f"http://{host}:{port}")
-        app.environment.update(_DUMMY_AWS)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    try:
+    with local_dynamodb() as endpoint:
+        try:
+            os.environ.update(_DUMMY_AWS)
+            app = build_app(endpoint)
+            app.environment.update(_DUMMY_AWS)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         yield app
-    finally:
-        server.stop()
-        werkzeug_logger.setLevel(previous_level)
 
 
 @pytest.fixture

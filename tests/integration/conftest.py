@@ -9,7 +9,6 @@ environment variables, so nothing leaks into other tests and no real account is 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,22 +44,10 @@ def dynamodb_endpoint() -> Iterator[str]:
     if external:
         yield external
         return
-    from moto.server import ThreadedMotoServer
+    from idempotent_lambda.testing import local_dynamodb
 
-    werkzeug_logger = logging.getLogger("werkzeug")  # moto's server logs every request
-    previous_level = werkzeug_logger.level
-    werkzeug_logger.setLevel(logging.ERROR)
-    from idempotent_lambda.testing import serialise_moto_writes
-
-    serialise_moto_writes()  # moto's conditional writes race; DynamoDB's do not
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        werkzeug_logger.setLevel(previous_level)
+    with local_dynamodb() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(autouse=True)
