@@ -2,12 +2,15 @@
 
     python -m samples.demo                          # the scenario, on an embedded moto server
     python -m samples.demo --endpoint-url URL       # the same on DynamoDB Local, or an account
+        [--s3-endpoint-url URL]                     # ... with the bucket on that S3 endpoint
     python -m samples.demo --handler samples.app.create_order.handler \\
         --event samples/events/create_order.json [--times 2]   # one handler, one event
 
-The tables are created from template.yaml's definitions and the handlers get the environment
-the template gives them. The scenario exits non-zero if any expectation fails; the single-event
-mode prints each response (and the library's decisions) and exits non-zero if the handler raised.
+The tables (and, on the embedded server or with --s3-endpoint-url, the large-results bucket) are
+created from template.yaml's definitions and the handlers get the environment the template gives
+them; without an S3 endpoint LARGE_RESULTS_BUCKET is left unset (no offload). The scenario exits
+non-zero if any expectation fails; the single-event mode prints each response (and the library's
+decisions) and exits non-zero if the handler raised.
 """
 
 from __future__ import annotations
@@ -23,13 +26,19 @@ from samples.local_server import dynamodb_endpoint
 from samples.scenario import Transcript, run_scenario, start_app
 
 
-def run_demo(endpoint_url: str) -> int:
+def run_demo(endpoint_url: str, s3_endpoint_url: str | None = None) -> int:
     """Play the scenario against ``endpoint_url``; return the number of failed checks."""
     t = Transcript()
-    with start_app(endpoint_url) as app:
+    with start_app(endpoint_url, s3_endpoint_url) as app:
         print(f"DynamoDB endpoint {endpoint_url}; tables from template.yaml:")
         for logical_id, name in app.tables.items():
             print(f"   {logical_id:<20} -> {name}")
+        if s3_endpoint_url is None:
+            print("no S3 endpoint: LARGE_RESULTS_BUCKET unset, large results are not offloaded")
+        else:
+            print(f"S3 endpoint {s3_endpoint_url}; buckets from template.yaml:")
+            for logical_id, name in app.buckets.items():
+                print(f"   {logical_id:<20} -> {name}")
         run_scenario(app, t)
     if t.failures:
         print(f"\n{len(t.failures)} of {t.checks} checks FAILED:")
@@ -40,10 +49,16 @@ def run_demo(endpoint_url: str) -> int:
     return len(t.failures)
 
 
-def run_single(endpoint_url: str, handler_path: str, event_path: Path, times: int) -> int:
+def run_single(
+    endpoint_url: str,
+    s3_endpoint_url: str | None,
+    handler_path: str,
+    event_path: Path,
+    times: int,
+) -> int:
     """Invoke one handler with one event file ``times`` times; print what comes back."""
     event = json.loads(event_path.read_text(encoding="utf-8"))
-    with start_app(endpoint_url) as app:
+    with start_app(endpoint_url, s3_endpoint_url) as app:
         handler = load_handler(handler_path)
         function_name = handler_path.rsplit(".", 2)[-2]
         for attempt in range(1, times + 1):
@@ -66,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m samples.demo", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("--endpoint-url", help="use this DynamoDB endpoint instead of moto")
+    parser.add_argument(
+        "--s3-endpoint-url",
+        help="create the large-results bucket on this S3 endpoint "
+        "(default: the embedded server; none with --endpoint-url)",
+    )
     parser.add_argument("--handler", help="dotted path of a handler to invoke with --event")
     parser.add_argument("--event", type=Path, help="JSON event file for --handler")
     parser.add_argument("--times", type=int, default=1, help="invoke --handler this many times")
@@ -76,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:  # decisions are INFO: collected, not printed
         handler.setLevel(logging.WARNING)
     with dynamodb_endpoint(args.endpoint_url) as endpoint:
+        # moto serves S3 on the same endpoint; another DynamoDB endpoint needs its own S3 one.
+        s3_endpoint = args.s3_endpoint_url or (endpoint if args.endpoint_url is None else None)
         if args.handler:
-            return run_single(endpoint, args.handler, args.event, max(args.times, 1))
-        return 1 if run_demo(endpoint) else 0
+            return run_single(endpoint, s3_endpoint, args.handler, args.event, max(args.times, 1))
+        return 1 if run_demo(endpoint, s3_endpoint) else 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""Stand up the sample's tables on a local endpoint from ``template.yaml`` itself.
+"""Stand up the sample's tables and bucket on a local endpoint from ``template.yaml`` itself.
 
 The tables are created from the ``AWS::DynamoDB::Table`` resources of the template (key schema,
-billing mode, stream, SSE, TTL), and the functions' environment is the template's
-``Globals.Function.Environment`` with each ``!Ref`` resolved to the local table name: the local
-shapes and names cannot drift from what ``sam deploy`` creates.
+billing mode, stream, SSE, TTL), the buckets from its ``AWS::S3::Bucket`` resources (encryption,
+public access block, ownership, lifecycle rules) when an S3 endpoint is given, and the functions'
+environment is the template's ``Globals.Function.Environment`` with each ``!Ref`` resolved to the
+local table or bucket name, or to a parameter's default: the local shapes and names cannot drift
+from what ``sam deploy`` creates. Bucket policies are not applied: the local endpoint speaks plain
+HTTP, which the template's deny-non-TLS policy would refuse (and moto does not enforce them).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ DEPLOY_ONLY_PROPERTIES = frozenset(
 )
 #: Properties passed to ``CreateTable`` as they are written in the template.
 _AS_IS = ("AttributeDefinitions", "KeySchema", "BillingMode", "ProvisionedThroughput", "TableClass")
+#: Bucket properties that matter only in a deployed stack (a local bucket gets a local name).
+BUCKET_DEPLOY_ONLY_PROPERTIES = frozenset({"BucketName", "Tags"})
 
 logger = logging.getLogger(__name__)
 
@@ -107,33 +112,159 @@ def create_table_request(table_name: str, properties: dict[str, Any]) -> dict[st
     return request
 
 
+def bucket_definitions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Return the ``Properties`` of every ``AWS::S3::Bucket``, by logical id."""
+    return {
+        logical_id: resource.get("Properties", {})
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::S3::Bucket"
+    }
+
+
+def bucket_configuration_requests(
+    properties: dict[str, Any], parameters: dict[str, str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Translate a template's bucket properties into S3 calls: ``(method, arguments)`` pairs.
+
+    Each pair is an ``s3`` client method and its arguments but ``Bucket``. ``!Ref``s to
+    parameters (a lifecycle rule's ``ExpirationInDays``) take the parameter's default.
+
+    Raises:
+        ValueError: A property or lifecycle rule field this translation does not know.
+    """
+    unknown = set(properties) - BUCKET_DEPLOY_ONLY_PROPERTIES
+    unknown -= {
+        "BucketEncryption",
+        "PublicAccessBlockConfiguration",
+        "OwnershipControls",
+        "LifecycleConfiguration",
+    }
+    if unknown:
+        raise ValueError(f"bucket property not supported locally: {', '.join(sorted(unknown))}")
+    requests: list[tuple[str, dict[str, Any]]] = []
+    encryption = properties.get("BucketEncryption")
+    if encryption:
+        rules = [
+            {
+                "ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"],
+                **(
+                    {"BucketKeyEnabled": rule["BucketKeyEnabled"]}
+                    if "BucketKeyEnabled" in rule
+                    else {}
+                ),
+            }
+            for rule in encryption["ServerSideEncryptionConfiguration"]
+        ]
+        requests.append(
+            ("put_bucket_encryption", {"ServerSideEncryptionConfiguration": {"Rules": rules}})
+        )
+    block = properties.get("PublicAccessBlockConfiguration")
+    if block:
+        requests.append(("put_public_access_block", {"PublicAccessBlockConfiguration": block}))
+    ownership = properties.get("OwnershipControls")
+    if ownership:
+        requests.append(("put_bucket_ownership_controls", {"OwnershipControls": ownership}))
+    lifecycle = properties.get("LifecycleConfiguration")
+    if lifecycle:
+        rules = [_lifecycle_rule(rule, parameters) for rule in lifecycle["Rules"]]
+        requests.append(
+            ("put_bucket_lifecycle_configuration", {"LifecycleConfiguration": {"Rules": rules}})
+        )
+    return requests
+
+
+def _lifecycle_rule(rule: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    """Translate one CloudFormation lifecycle rule into the S3 API's shape."""
+    unknown = set(rule) - {
+        "Id",
+        "Status",
+        "Prefix",
+        "ExpirationInDays",
+        "AbortIncompleteMultipartUpload",
+    }
+    if unknown:
+        raise ValueError(
+            f"lifecycle rule field not supported locally: {', '.join(sorted(unknown))}"
+        )
+    translated: dict[str, Any] = {
+        "Status": rule["Status"],
+        "Filter": {"Prefix": rule.get("Prefix", "")},
+    }
+    if "Id" in rule:
+        translated["ID"] = rule["Id"]
+    if "ExpirationInDays" in rule:
+        days = resolve(rule["ExpirationInDays"], {}, parameters)
+        translated["Expiration"] = {"Days": int(days)}
+    abort = rule.get("AbortIncompleteMultipartUpload")
+    if abort:
+        days = resolve(abort["DaysAfterInitiation"], {}, parameters)
+        translated["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(days)}
+    return translated
+
+
+def parameter_defaults(template: dict[str, Any]) -> dict[str, str]:
+    """Return each template parameter's default, as the string a ``!Ref`` to it yields."""
+    return {
+        name: str(parameter["Default"])
+        for name, parameter in template.get("Parameters", {}).items()
+        if "Default" in parameter
+    }
+
+
+def resolve(value: Any, names: dict[str, str], parameters: dict[str, str]) -> str:
+    """Resolve a literal, or a ``!Ref`` to a local resource (its name) or a parameter (default).
+
+    Raises:
+        ValueError: Anything else (another intrinsic function, a ``!Ref`` to something unknown).
+    """
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        target = value["Ref"]
+        if target in names:
+            return names[target]
+        if target in parameters:
+            return parameters[target]
+    elif isinstance(value, str | int | float):
+        return str(value)
+    raise ValueError(f"cannot resolve {value!r} locally")
+
+
 @dataclass(frozen=True, slots=True)
-class LocalTables:
-    """The tables created for a local run.
+class LocalStack:
+    """The tables and buckets created for a local run.
 
     Attributes:
-        names: Physical table name by logical id.
-        environment: The functions' environment variables, resolved.
+        tables: Physical table name by logical id.
+        buckets: Bucket name by logical id (empty when no S3 endpoint was given).
+        environment: The functions' environment variables, resolved. A variable naming a bucket
+            that was not created is left out.
     """
 
-    names: dict[str, str]
+    tables: dict[str, str]
+    buckets: dict[str, str]
     environment: dict[str, str]
 
 
-def create_tables(
-    client: DynamoDBClient, *, prefix: str, template: dict[str, Any] | None = None
-) -> LocalTables:
-    """Create (or reuse) every table of the template as ``{prefix}{LogicalId}``.
+def create_stack(
+    client: DynamoDBClient,
+    *,
+    prefix: str,
+    s3: Any = None,
+    template: dict[str, Any] | None = None,
+) -> LocalStack:
+    """Create (or reuse) every table of the template as ``{prefix}{LogicalId}``, and its buckets.
 
     An existing table of that name is reused as it is, so a run against DynamoDB Local or an
     account can be repeated. TTL is enabled as the template says (best effort: some local
-    endpoints lack it, and the library checks expiry in code anyway).
+    endpoints lack it, and the library checks expiry in code anyway). With an ``s3`` client,
+    every bucket is created (or reused) as ``{prefix}{logicalid}`` (lower case) and configured
+    as the template says; without one, no bucket exists and the variables naming one are unset.
     """
     template = template if template is not None else load_template()
-    names: dict[str, str] = {}
+    parameters = parameter_defaults(template)
+    tables: dict[str, str] = {}
     for logical_id, properties in table_definitions(template).items():
         name = f"{prefix}{logical_id}"
-        names[logical_id] = name
+        tables[logical_id] = name
         try:
             client.create_table(**create_table_request(name, properties))
         except client.exceptions.ResourceInUseException:
@@ -144,27 +275,58 @@ def create_tables(
         ttl = properties.get("TimeToLiveSpecification")
         if ttl and ttl.get("Enabled"):
             _enable_ttl(client, name, ttl["AttributeName"])
-    return LocalTables(names=names, environment=function_environment(template, names))
+    buckets: dict[str, str] = {}
+    definitions = bucket_definitions(template)
+    if s3 is not None:
+        for logical_id, properties in definitions.items():
+            name = f"{prefix}{logical_id}".lower()
+            buckets[logical_id] = name
+            _create_bucket(s3, name)
+            for method, arguments in bucket_configuration_requests(properties, parameters):
+                getattr(s3, method)(Bucket=name, **arguments)
+    elif definitions:
+        logger.info("no S3 endpoint: buckets %s not created", ", ".join(definitions))
+    environment = function_environment(
+        template, {**tables, **buckets}, omitted=frozenset(definitions) - set(buckets)
+    )
+    return LocalStack(tables=tables, buckets=buckets, environment=environment)
 
 
-def function_environment(template: dict[str, Any], names: dict[str, str]) -> dict[str, str]:
-    """Resolve ``Globals.Function.Environment.Variables`` with local table names.
+def function_environment(
+    template: dict[str, Any], names: dict[str, str], *, omitted: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """Resolve ``Globals.Function.Environment.Variables`` with local names and parameter defaults.
+
+    A variable that refers to a resource in ``omitted`` (one not created locally) is left out.
 
     Raises:
-        ValueError: A variable refers to something other than a table.
+        ValueError: A variable refers to something else than a local resource or a parameter.
     """
     variables = (
         template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     )
+    parameters = parameter_defaults(template)
     environment: dict[str, str] = {}
     for variable, value in variables.items():
-        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in names:
-            environment[variable] = names[value["Ref"]]
-        elif isinstance(value, str | int | float):
-            environment[variable] = str(value)
-        else:
-            raise ValueError(f"cannot resolve {variable}={value!r} locally")
+        if isinstance(value, dict) and value.get("Ref") in omitted:
+            continue
+        try:
+            environment[variable] = resolve(value, names, parameters)
+        except ValueError:
+            raise ValueError(f"cannot resolve {variable}={value!r} locally") from None
     return environment
+
+
+def _create_bucket(s3: Any, name: str) -> None:
+    region = s3.meta.region_name
+    location = {} if region in (None, "us-east-1") else {"LocationConstraint": region}
+    try:
+        if location:
+            s3.create_bucket(Bucket=name, CreateBucketConfiguration=location)
+        else:
+            s3.create_bucket(Bucket=name)
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        logger.info("bucket %s exists; reusing it", name)
 
 
 def _enable_ttl(client: DynamoDBClient, table_name: str, attribute: str) -> None:

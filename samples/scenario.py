@@ -1,10 +1,10 @@
 """The narrated scenario of ``make demo``; ``tests/functional`` runs the same steps under pytest.
 
-`start_app` creates the tables from ``template.yaml`` on a DynamoDB endpoint, points the three
-handlers of `samples.app` at them through the environment the template defines, and returns a
-`LocalApp`. Each ``step_*`` drives the handlers with the events Lambda would deliver, prints what
-happens to a `Transcript` and checks it (`Transcript.expect`); a failed check is counted, never
-raised, so the whole story is told.
+`start_app` creates the tables from ``template.yaml`` on a DynamoDB endpoint (and its bucket on
+an S3 endpoint, when there is one), points the three handlers of `samples.app` at them through
+the environment the template defines, and returns a `LocalApp`. Each ``step_*`` drives the
+handlers with the events Lambda would deliver, prints what happens to a `Transcript` and checks it
+(`Transcript.expect`); a failed check is counted, never raised, so the whole story is told.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from samples.local_lambda import (
     sqs_message,
     stream_event,
 )
-from samples.local_stack import create_tables, load_template
+from samples.local_stack import create_stack, load_template
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -109,7 +109,7 @@ class DecisionLog(logging.Handler):
 
 
 class RequestCounter:
-    """Count the DynamoDB requests of a boto3 session's clients, by table and operation.
+    """Count a boto3 session's DynamoDB requests by table and S3 requests by bucket.
 
     A ``TransactWriteItems`` counts once on every table it writes (CreateOrder's writes the
     order and the idempotency record in one request).
@@ -121,6 +121,11 @@ class RequestCounter:
         self.transactions: list[list[dict[str, Any]]] = []
         self._lock = threading.Lock()
         session.events.register("before-parameter-build.dynamodb", self._seen)
+        session.events.register("before-parameter-build.s3", self._seen_s3)
+
+    def _seen_s3(self, params: Mapping[str, Any], event_name: str, **_: Any) -> None:
+        with self._lock:
+            self.counts[str(params.get("Bucket", "-")), event_name.rsplit(".", 1)[-1]] += 1
 
     def _seen(self, params: Mapping[str, Any], event_name: str, **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
@@ -137,7 +142,7 @@ class RequestCounter:
                 self.transactions.append(list(writes))
 
     def for_table(self, table: str) -> Counter[str]:
-        """Count the requests on ``table`` by operation."""
+        """Count the requests on ``table`` (or bucket) by operation."""
         return Counter({op: n for (name, op), n in self.counts.items() if name == table})
 
 
@@ -177,6 +182,8 @@ class LocalApp:
     handlers: dict[str, Handler]
     dynamodb: DynamoDBClient
     tables: dict[str, str]
+    buckets: dict[str, str]
+    s3: Any
     environment: dict[str, str]
     stream: StreamReader
     decisions: DecisionLog
@@ -237,25 +244,39 @@ class LocalApp:
         return {k: v for k, v in _plain(item).items() if k != "updated_at"}
 
 
-def build_app(endpoint_url: str, *, table_prefix: str = "idempotent-lambda-demo-") -> LocalApp:
+def build_app(
+    endpoint_url: str,
+    *,
+    s3_endpoint_url: str | None = None,
+    table_prefix: str = "idempotent-lambda-demo-",
+) -> LocalApp:
     """Create the tables from template.yaml at ``endpoint_url`` and load the handlers onto them.
 
+    With ``s3_endpoint_url`` (moto serves S3 on its DynamoDB endpoint too), the template's
+    bucket is created there and the handlers offload large results to it, as deployed; without
+    it, ``LARGE_RESULTS_BUCKET`` is unset and a result too large for an item stays the
+    documented error.
+
     The handlers read their configuration from the environment, as in Lambda: this sets the
-    template's function environment (table names) and ``AWS_ENDPOINT_URL_DYNAMODB`` in
-    ``os.environ`` (also kept in `LocalApp.environment`). The handler modules are imported once
-    per process, so one process drives one endpoint and one set of tables.
+    template's function environment (table and bucket names, parameter defaults) and
+    ``AWS_ENDPOINT_URL_DYNAMODB`` (and ``AWS_ENDPOINT_URL_S3``) in ``os.environ`` (also kept in
+    `LocalApp.environment`). The handler modules are imported once per process, so one process
+    drives one endpoint and one set of tables.
     """
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     session = boto3.session.Session(region_name=region)
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
-    tables = create_tables(dynamodb, prefix=table_prefix)
+    s3 = None if s3_endpoint_url is None else session.client("s3", endpoint_url=s3_endpoint_url)
+    stack = create_stack(dynamodb, prefix=table_prefix, s3=s3)
     environment = {
-        **tables.environment,
+        **stack.environment,
         "AWS_ENDPOINT_URL_DYNAMODB": endpoint_url,
         "AWS_DEFAULT_REGION": region,
     }
+    if s3_endpoint_url is not None:
+        environment["AWS_ENDPOINT_URL_S3"] = s3_endpoint_url
     os.environ.update(environment)
-    stream_arn = dynamodb.describe_table(TableName=tables.names["OrdersTable"])["Table"][
+    stream_arn = dynamodb.describe_table(TableName=stack.tables["OrdersTable"])["Table"][
         "LatestStreamArn"
     ]
     streams = session.client("dynamodbstreams", endpoint_url=endpoint_url)
@@ -267,7 +288,9 @@ def build_app(endpoint_url: str, *, table_prefix: str = "idempotent-lambda-demo-
     return LocalApp(
         handlers=handlers,
         dynamodb=dynamodb,
-        tables=tables.names,
+        tables=stack.tables,
+        buckets=stack.buckets,
+        s3=s3,
         environment=environment,
         stream=StreamReader(streams, stream_arn),
         decisions=DecisionLog(),
@@ -291,9 +314,9 @@ def watching(app: LocalApp) -> Iterator[LocalApp]:
 
 
 @contextmanager
-def start_app(endpoint_url: str) -> Iterator[LocalApp]:
-    """`build_app` on ``endpoint_url``, `watching` it."""
-    with watching(build_app(endpoint_url)) as app:
+def start_app(endpoint_url: str, s3_endpoint_url: str | None = None) -> Iterator[LocalApp]:
+    """`build_app` on ``endpoint_url`` (and ``s3_endpoint_url``), `watching` it."""
+    with watching(build_app(endpoint_url, s3_endpoint_url=s3_endpoint_url)) as app:
         yield app
 
 
@@ -524,6 +547,13 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
         ops = app.requests.for_table(name)
         shown = ", ".join(f"{op} {n}" for op, n in sorted(ops.items())) or "none"
         t.note(f"DynamoDB requests on {logical_id:<20} {sum(ops.values()):>4}  ({shown})")
+    for logical_id, name in app.buckets.items():
+        ops = app.requests.for_table(name)
+        shown = (
+            ", ".join(f"{op} {n}" for op, n in sorted(ops.items()))
+            or "none: no result too large for an item"
+        )
+        t.note(f"S3 requests on {logical_id:<26} {sum(ops.values()):>4}  ({shown})")
     decisions = app.decisions.decisions
     store_calls = sum(int(d.get("store_calls", 0)) for d in decisions)
     on_table = sum(app.requests.for_table(idempotency_table).values())

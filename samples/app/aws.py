@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 #: The one session of this process; the local runner hooks its events to count requests.
 SESSION = boto3.session.Session()
 
+#: The unit of ``IDEMPOTENCY_EXPIRY_DAYS``, and of the large-result bucket's lifecycle rule.
+DAY_SECONDS = 24 * 3600
+
 #: Bounded retries and timeouts that fit inside the functions' 10 s timeout.
 _CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=3
@@ -42,8 +45,37 @@ def env(name: str) -> str:
 
 
 def idempotency_store() -> DynamoDBPersistenceLayer:
-    """Return a store on ``IDEMPOTENCY_TABLE``; it builds its client on first use."""
-    return DynamoDBPersistenceLayer(env("IDEMPOTENCY_TABLE"), boto3_session=SESSION)
+    """Return a store on ``IDEMPOTENCY_TABLE``; it builds its clients on first use.
+
+    Results too large for an item are offloaded to ``LARGE_RESULTS_BUCKET`` (under the store's
+    default prefix ``idempotency/``, which the template's IAM and lifecycle rule name). Without
+    the variable, such a result is the documented `IdempotencyUnstorableResultError`.
+    """
+    return DynamoDBPersistenceLayer(
+        env("IDEMPOTENCY_TABLE"),
+        boto3_session=SESSION,
+        large_result_bucket=os.environ.get("LARGE_RESULTS_BUCKET") or None,
+    )
+
+
+def record_expiry_seconds() -> int:
+    """Return how long idempotency records live: ``IDEMPOTENCY_EXPIRY_DAYS`` whole days.
+
+    The template sets the variable from its ``IdempotencyExpiryDays`` parameter, which also sets
+    after how many days ``LARGE_RESULTS_BUCKET``'s lifecycle rule expires offloaded results, so
+    an offloaded result always outlives its record.
+
+    Raises:
+        RuntimeError: The variable is not set, or is not a whole number of days >= 1.
+    """
+    text = env("IDEMPOTENCY_EXPIRY_DAYS")
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise RuntimeError(f"IDEMPOTENCY_EXPIRY_DAYS must be a whole number of days, not {text!r}")
+    return days * DAY_SECONDS
 
 
 @functools.cache

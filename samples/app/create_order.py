@@ -31,7 +31,7 @@ from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.transaction import current_transaction
 
-from .aws import env, idempotency_store
+from .aws import env, idempotency_store, record_expiry_seconds
 from .orders import ORDER_RETENTION_SECONDS, PENDING, order_id_for, order_view
 
 KEY_HEADER = "Idempotency-Key"
@@ -64,7 +64,7 @@ class CreateOrderRequest(BaseModel):
 
 @idempotent_http(
     persistence_store=idempotency_store(),
-    config=IdempotencyConfig(expires_after_seconds=24 * 3600),
+    config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
     header_name=KEY_HEADER,
     key_prefix="orders.create_order",
 )

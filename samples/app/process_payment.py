@@ -22,7 +22,7 @@ from typing import Any, cast
 from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 
-from .aws import idempotency_store, orders_table
+from .aws import idempotency_store, orders_table, record_expiry_seconds
 from .orders import PAID, PENDING, money
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Payment:
         event_key_jmespath="powertools_json(body).payment_id",
         payload_validation_jmespath="powertools_json(body).[order_id, amount]",
         raise_on_no_idempotency_key=True,
-        expires_after_seconds=24 * 3600,
+        expires_after_seconds=record_expiry_seconds(),
     ),
     key_prefix="orders.process_payment",
 )

@@ -22,7 +22,7 @@ from idempotent_lambda.adapters.dynamodb_stream import (
     idempotent_stream_handler,
 )
 
-from .aws import customer_totals_table, idempotency_store
+from .aws import customer_totals_table, idempotency_store, record_expiry_seconds
 from .orders import PAID
 
 
@@ -57,8 +57,9 @@ def totals_delta(record: DynamoDBStreamRecord) -> dict[str, Decimal]:
 
 @idempotent_stream_handler(
     persistence_store=idempotency_store(),
-    # Longer than the mapping's MaximumRecordAgeInSeconds (6 h): every re-delivery is caught.
-    config=IdempotencyConfig(expires_after_seconds=24 * 3600),
+    # At least a day (IdempotencyExpiryDays >= 1), longer than the mapping's
+    # MaximumRecordAgeInSeconds (6 h): every re-delivery is caught.
+    config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
     key_prefix="orders.project_orders",
 )
 def handler(record: DynamoDBStreamRecord, context: Any) -> dict[str, Any]:

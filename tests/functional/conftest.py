@@ -1,9 +1,10 @@
 """Fixtures for the sample app's functional tests: a moto server and the sample app on it.
 
 The sample's handlers read their tables and endpoint from the environment at import, as in
-Lambda, so one app (one server, one set of tables made from template.yaml) serves the session;
-each test gets it under a fresh run id (new keys, customers, orders). The environment the app
-needs is set for each test with monkeypatch, so nothing leaks into other test directories.
+Lambda, so one app (one server, one set of tables and a bucket made from template.yaml) serves
+the session; each test gets it under a fresh run id (new keys, customers, orders). The
+environment the app needs is set for each test with monkeypatch, so nothing leaks into other
+test directories.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def sample_app() -> Iterator[LocalApp]:
-    """Start a moto server, create the template's tables on it, load the sample's handlers."""
+    """Start a moto server, create the template's tables and bucket on it, load the handlers."""
     from idempotent_lambda.testing import local_dynamodb
 
     saved = dict(os.environ)
     with local_dynamodb() as endpoint:
         try:
             os.environ.update(_DUMMY_AWS)
-            app = build_app(endpoint)
+            app = build_app(endpoint, s3_endpoint_url=endpoint)
             app.environment.update(_DUMMY_AWS)
         finally:
             os.environ.clear()

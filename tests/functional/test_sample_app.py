@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from samples.app.orders import order_id_for
 from samples.demo import main
-from samples.local_stack import load_template, table_definitions
+from samples.local_stack import (
+    bucket_configuration_requests,
+    bucket_definitions,
+    function_environment,
+    load_template,
+    parameter_defaults,
+    table_definitions,
+)
 from samples.scenario import (
     LocalApp,
     Transcript,
@@ -176,10 +186,126 @@ def test_tables_the_demo_creates_match_template(app: LocalApp) -> None:
 
 
 def test_function_environment_comes_from_template(app: LocalApp) -> None:
-    """The handlers get the template's Globals environment, each Ref resolved to a table."""
-    variables = load_template()["Globals"]["Function"]["Environment"]["Variables"]
-    expected = {name: app.tables[value["Ref"]] for name, value in variables.items()}
+    """The handlers get the template's Globals environment, each Ref resolved locally.
+
+    A Ref to a table or bucket names the local one; a Ref to a parameter is its default.
+    """
+    template = load_template()
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    resolved = {**app.tables, **app.buckets, **parameter_defaults(template)}
+    expected = {name: resolved[value["Ref"]] for name, value in variables.items()}
     assert expected == {name: app.environment[name] for name in variables}
+    assert app.buckets["LargeResultsBucket"] == app.environment["LARGE_RESULTS_BUCKET"]
+    assert "1" == app.environment["IDEMPOTENCY_EXPIRY_DAYS"]
+
+
+def test_without_an_s3_endpoint_the_bucket_variable_is_left_unset() -> None:
+    """``--endpoint-url`` without an S3 endpoint: no bucket, so no LARGE_RESULTS_BUCKET."""
+    template = load_template()
+    names = {logical_id: logical_id.lower() for logical_id in table_definitions(template)}
+
+    environment = function_environment(
+        template, names, omitted=frozenset(bucket_definitions(template))
+    )
+
+    assert "LARGE_RESULTS_BUCKET" not in environment
+    assert {"IDEMPOTENCY_TABLE", "IDEMPOTENCY_EXPIRY_DAYS"} <= set(environment)
+
+
+def test_bucket_properties_the_local_stack_does_not_know_are_refused() -> None:
+    """Nothing is silently dropped: an unknown bucket property or rule field is an error."""
+    with pytest.raises(ValueError, match="VersioningConfiguration"):
+        bucket_configuration_requests({"VersioningConfiguration": {"Status": "Enabled"}}, {})
+    rule = {"Status": "Enabled", "Transitions": []}
+    with pytest.raises(ValueError, match="Transitions"):
+        bucket_configuration_requests({"LifecycleConfiguration": {"Rules": [rule]}}, {})
+
+
+def test_bucket_the_demo_creates_matches_template(app: LocalApp) -> None:
+    """The bucket of template.yaml exists locally encrypted, private, with its lifecycle rule."""
+    template = load_template()
+    (properties,) = bucket_definitions(template).values()
+    bucket = app.buckets["LargeResultsBucket"]
+    days = int(parameter_defaults(template)["IdempotencyExpiryDays"])
+
+    encryption = app.s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
+    block = app.s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+    ownership = app.s3.get_bucket_ownership_controls(Bucket=bucket)["OwnershipControls"]
+    (rule,) = app.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+
+    (sse,) = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert (
+        sse["ServerSideEncryptionByDefault"]
+        == (encryption["Rules"][0]["ApplyServerSideEncryptionByDefault"])
+    )
+    assert properties["PublicAccessBlockConfiguration"] == block
+    assert properties["OwnershipControls"] == ownership
+    assert {
+        "ID": "ExpireIdempotencyResults",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "idempotency/"},
+        "Expiration": {"Days": days},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+    } == rule
+
+
+def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -> None:
+    """A result too large for an item goes to the template's bucket; the retry reads it back.
+
+    The function uses the store the sample's handlers use (`samples.app.aws`), so this is the
+    deployed wiring: LARGE_RESULTS_BUCKET from the template, objects under ``idempotency/``.
+    First call: 2 requests on the idempotency table and 1 PutObject; retry: 1 and 1 GetObject.
+    """
+    from idempotent_lambda import IdempotencyConfig, idempotent_function
+    from samples.app.aws import idempotency_store, record_expiry_seconds
+
+    bucket, table = app.buckets["LargeResultsBucket"], app.tables["IdempotencyTable"]
+    runs: list[dict[str, Any]] = []
+
+    @idempotent_function(
+        data_keyword_argument="request",
+        persistence_store=idempotency_store(),
+        config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
+        key_prefix=f"orders.export.{app.run_id}",
+    )
+    def export(request: dict[str, Any]) -> str:
+        runs.append(request)
+        return base64.b64encode(os.urandom(600_000)).decode()  # ~600 KB even compressed
+
+    request = {"customer_id": f"ivy-{app.run_id}"}
+    before_s3, before_table = app.requests.for_table(bucket), app.requests.for_table(table)
+
+    first = export(request=request)
+    after_first_s3, after_first_table = (
+        app.requests.for_table(bucket),
+        app.requests.for_table(table),
+    )
+    again = export(request=request)
+
+    assert first == again
+    assert 1 == len(runs)
+    objects = app.s3.list_objects_v2(Bucket=bucket, Prefix="idempotency/")["Contents"]
+    (stored,) = [o for o in objects if f"orders.export.{app.run_id}" in o["Key"]]
+    (item,) = [
+        i
+        for i in app.dynamodb.scan(TableName=table)["Items"]
+        if i["id"]["S"].startswith(f"orders.export.{app.run_id}")
+    ]
+    reference = json.loads(item["data"]["S"])["$s3"]
+    assert (bucket, stored["Key"], stored["Size"]) == (
+        reference["bucket"],
+        reference["key"],
+        reference["size"],
+    )
+    assert {"PutObject": 1} == after_first_s3 - before_s3
+    assert {"GetObject": 1} == app.requests.for_table(bucket) - after_first_s3
+    assert 2 == sum((after_first_table - before_table).values())
+    assert 1 == sum((app.requests.for_table(table) - after_first_table).values())
+    assert ["CLAIMED", "REPLAYED"] == [
+        d["outcome"]
+        for d in app.decisions.decisions
+        if str(d.get("key", "")).startswith(f"orders.export.{app.run_id}")
+    ]
 
 
 @pytest.mark.parametrize(

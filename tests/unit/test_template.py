@@ -1,4 +1,4 @@
-"""template.yaml, read as data: least-privilege IAM, the tables, the event source mappings.
+"""template.yaml, read as data: least-privilege IAM, tables, bucket, event source mappings.
 
 The template is parsed with a loader that keeps CloudFormation's short tags (``!Ref``,
 ``!GetAtt``, ``!Sub``...) as their JSON long form, so references can be asserted exactly.
@@ -7,6 +7,9 @@ cfn-lint, ``sam validate --lint`` and ``sam build`` run in ``make template-check
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import math
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +27,11 @@ IDEMPOTENCY_ACTIONS = [
     "dynamodb:DeleteItem",
 ]
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
+#: The store's default ``large_result_prefix`` (the sample passes none).
+LARGE_RESULT_PREFIX = "idempotency/"
+LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
+LARGE_RESULT_OBJECTS = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + LARGE_RESULT_PREFIX + "*"}
+EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
 
 
@@ -231,3 +239,147 @@ def test_event_source_mappings_report_partial_batch_failures(template: dict[str,
 def test_outputs_name_the_api_and_tables(template: dict[str, Any]) -> None:
     """Deploying prints where to send requests and which tables were made."""
     assert {"ApiUrl", "IdempotencyTableName", "OrdersTableName"} <= set(template["Outputs"])
+
+
+def test_outputs_name_the_large_results_bucket(template: dict[str, Any]) -> None:
+    """Deploying prints the bucket, for the CLI's ``aws s3 cp`` of an offloaded result."""
+    assert {"Ref": "LargeResultsBucket"} == template["Outputs"]["LargeResultsBucketName"]["Value"]
+
+
+# ----------------------------------------------------------------------------- large results
+
+
+def test_the_store_prefix_is_the_one_the_template_names() -> None:
+    """IAM and the lifecycle rule name ``idempotency/``: the store's default prefix."""
+    from idempotent_lambda.persistence._s3_offload import DEFAULT_PREFIX
+
+    assert LARGE_RESULT_PREFIX == DEFAULT_PREFIX
+
+
+def test_large_results_bucket_is_encrypted_private_and_owner_enforced(
+    template: dict[str, Any],
+) -> None:
+    """SSE by default, every public access block on, ACLs disabled (bucket owner enforced)."""
+    bucket = resources(template, "AWS::S3::Bucket")["LargeResultsBucket"]
+    (rule,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in {"AES256", "aws:kms"}
+    assert {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    } == bucket["PublicAccessBlockConfiguration"]
+    assert [{"ObjectOwnership": "BucketOwnerEnforced"}] == bucket["OwnershipControls"]["Rules"]
+    assert "AccessControl" not in bucket
+    assert "VersioningConfiguration" not in bucket  # expired objects would linger as versions
+
+
+def test_large_results_bucket_denies_requests_without_tls(template: dict[str, Any]) -> None:
+    """The bucket policy denies every S3 action on the bucket and its objects over plain HTTP."""
+    (policy,) = resources(template, "AWS::S3::BucketPolicy").values()
+    assert {"Ref": "LargeResultsBucket"} == policy["Bucket"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert ("Deny", "*", "s3:*") == (
+        statement["Effect"],
+        statement["Principal"],
+        statement["Action"],
+    )
+    assert [
+        {"Fn::GetAtt": ["LargeResultsBucket", "Arn"]},
+        {"Fn::Sub": "${LargeResultsBucket.Arn}/*"},
+    ] == statement["Resource"]
+    assert {"Bool": {"aws:SecureTransport": "false"}} == statement["Condition"]
+
+
+def test_lifecycle_expires_objects_with_their_records(template: dict[str, Any]) -> None:
+    """One rule on the store's prefix: objects expire ceil(record expiry / 1 day) days after.
+
+    Both lifetimes come from the IdempotencyExpiryDays parameter: the lifecycle rule's
+    ``ExpirationInDays`` is it, and the functions get it as IDEMPOTENCY_EXPIRY_DAYS and live
+    that many days (`test_the_app_derives_the_record_expiry_from_the_template`).
+    """
+    bucket = resources(template, "AWS::S3::Bucket")["LargeResultsBucket"]
+    (rule,) = bucket["LifecycleConfiguration"]["Rules"]
+    assert ("Enabled", LARGE_RESULT_PREFIX) == (rule["Status"], rule["Prefix"])
+    assert EXPIRY_PARAMETER == rule["ExpirationInDays"]
+    assert 1 <= rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] <= 7
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert EXPIRY_PARAMETER == variables["IDEMPOTENCY_EXPIRY_DAYS"]
+
+    parameter = template["Parameters"]["IdempotencyExpiryDays"]
+    assert "Number" == parameter["Type"]
+    assert parameter["MinValue"] >= 1
+    days = parameter["Default"]
+    assert days == math.ceil(days * 86400 / 86400)  # whole days: S3 counts days
+    # every record expiry the parameter allows outlives the stream mapping's record age
+    mapping = resources(template, "AWS::Lambda::EventSourceMapping")
+    max_age = mapping["OrdersStreamEventSourceMapping"]["MaximumRecordAgeInSeconds"]
+    assert parameter["MinValue"] * 86400 > max_age
+
+
+def _sample_aws_module() -> Any:
+    spec = importlib.util.spec_from_file_location("_sample_app_aws", ROOT / "samples/app/aws.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_app_derives_the_record_expiry_from_the_template(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``expires_after_seconds`` is IDEMPOTENCY_EXPIRY_DAYS x 86400 in every handler."""
+    aws = _sample_aws_module()
+    for days in ("1", "3"):
+        monkeypatch.setenv("IDEMPOTENCY_EXPIRY_DAYS", days)
+        seconds = aws.record_expiry_seconds()
+        assert int(days) * 86400 == seconds
+        assert int(days) == math.ceil(seconds / 86400)  # the lifecycle rule's days
+    for wrong in ("0", "1.5", "day", ""):
+        monkeypatch.setenv("IDEMPOTENCY_EXPIRY_DAYS", wrong)
+        with pytest.raises(RuntimeError, match="IDEMPOTENCY_EXPIRY_DAYS"):
+            aws.record_expiry_seconds()
+
+    configs = 0
+    for path in sorted((ROOT / "samples" / "app").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "IdempotencyConfig":
+                configs += 1
+                (expiry,) = [k.value for k in node.keywords if k.arg == "expires_after_seconds"]
+                assert "record_expiry_seconds()" == ast.unparse(expiry), path.name
+    assert 3 == configs
+
+
+def test_functions_may_only_put_and_get_large_results_under_the_prefix(
+    template: dict[str, Any],
+) -> None:
+    """Each function: s3:PutObject and s3:GetObject on ``<bucket>/idempotency/*``, no more.
+
+    No ListBucket, DeleteObject or bucket-level action, no other S3 statement, no condition.
+    """
+    functions = resources(template, "AWS::Serverless::Function")
+    assert functions
+    for name, function in functions.items():
+        on_s3 = [
+            s
+            for s in statements(function)
+            if mentions(s.get("Resource"), "LargeResultsBucket")
+            or any(str(action).startswith("s3:") for action in as_list(s["Action"]))
+        ]
+        assert 1 == len(on_s3), name
+        statement = on_s3[0]
+        assert "Allow" == statement["Effect"]
+        assert LARGE_RESULT_ACTIONS == sorted(as_list(statement["Action"])), name
+        assert LARGE_RESULT_OBJECTS == statement["Resource"], name
+        assert not {"Condition", "NotAction", "NotResource"} & set(statement), name
+
+
+def test_large_results_bucket_reaches_the_functions_through_the_environment(
+    template: dict[str, Any],
+) -> None:
+    """LARGE_RESULTS_BUCKET is the bucket by reference; the app passes it to its store."""
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert {"Ref": "LargeResultsBucket"} == variables["LARGE_RESULTS_BUCKET"]
+    source = (ROOT / "samples" / "app" / "aws.py").read_text(encoding="utf-8")
+    assert 'large_result_bucket=os.environ.get("LARGE_RESULTS_BUCKET") or None' in source
