@@ -1,19 +1,25 @@
 """The record state machine, read top to bottom for one invocation.
 
 `IdempotentCall.flow` is a generator that *describes* an invocation: it yields the effects it
-needs (a store call, a pause, running the body) and receives their outcomes. `run_sync` and
-`run_async` carry the effects out, so `def` and `async def` functions share one state machine and
-waiting in async code never blocks the event loop.
+needs (a store call, a pause, running the body) and receives their outcomes. The drivers in
+`idempotent_lambda._effects` carry them out, for `def` and `async def` functions alike.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from idempotent_lambda._cache import LocalCache
+from idempotent_lambda._effects import (
+    RUN_BODY,
+    Effect,
+    Flow,
+    Pause,
+    StoreCall,
+)
 from idempotent_lambda._identity import Invocation
 from idempotent_lambda._observability import Decision, Outcome, report, wanted
 from idempotent_lambda._result_codec import (
@@ -34,8 +40,6 @@ from idempotent_lambda.persistence.base import PersistenceStore, TransactItem
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
-T = TypeVar("T")
-
 #: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
 #: instance whose clock runs ahead by up to this much cannot take over a live invocation.
 CLOCK_SKEW_TOLERANCE_MS = 1000
@@ -47,32 +51,6 @@ _WAIT_DEADLINE_MARGIN_MS = 200
 _MAX_CLAIM_ATTEMPTS = 50
 #: The store operation behind outcomes that name one failure (STORE_ERROR passes its own).
 _FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Effect: call a store method (in a worker thread when running async)."""
-
-    operation: str
-    function: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """Effect: wait this many seconds."""
-
-    seconds: float
-
-
-class RunBody:
-    """Effect: run the decorated function and send back its result."""
-
-
-RUN_BODY = RunBody()
-Effect = StoreCall | Pause | RunBody
-Flow = Generator[Effect, Any, Any]
 
 
 @dataclass(slots=True)
@@ -451,50 +429,6 @@ class IdempotentCall:
             self.config.decision_hook,
             log=self.config.logger,
         )
-
-
-def run_sync(flow: Flow, body: Callable[[], T]) -> T:
-    """Carry out a flow's effects in this thread and return its result."""
-    sent: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = flow.send(sent) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        sent, error = None, None
-        try:
-            if isinstance(effect, StoreCall):
-                sent = effect.function(*effect.args, **effect.kwargs)
-            elif isinstance(effect, Pause):
-                time.sleep(effect.seconds)
-            else:
-                sent = body()
-        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-            error = exc
-
-
-async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
-    """Carry out a flow's effects without blocking the event loop and return its result."""
-    import asyncio  # only async callers pay for importing it
-
-    sent: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = flow.send(sent) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        sent, error = None, None
-        try:
-            if isinstance(effect, StoreCall):
-                sent = await asyncio.to_thread(effect.function, *effect.args, **effect.kwargs)
-            elif isinstance(effect, Pause):
-                await asyncio.sleep(effect.seconds)
-            else:
-                sent = await body()
-        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-            error = exc
 
 
 def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:

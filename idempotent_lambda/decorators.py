@@ -7,7 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._engine import IdempotentCall, run_async, run_sync
+from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, default_prefix, derive_invocation
 from idempotent_lambda._lambda_context import (

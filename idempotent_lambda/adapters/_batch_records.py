@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import jmespath
 
-from idempotent_lambda._engine import IdempotentCall, run_async, run_sync
+from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
 from idempotent_lambda._lambda_context import LambdaContextLike

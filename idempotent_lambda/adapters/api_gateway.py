@@ -32,7 +32,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._engine import IdempotentCall, run_async, run_sync
+from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
 from idempotent_lambda.adapters._http_event import Family, family_of
 from idempotent_lambda.adapters._http_identity import (
