@@ -123,7 +123,7 @@ class DynamoDBStreamRecord:
         if not isinstance(event_id, str):
             raise MalformedRecordError("stream record without an eventID")
         event_name = raw.get("eventName")
-        if event_name not in _EVENT_NAMES:
+        if not isinstance(event_name, str) or event_name not in _EVENT_NAMES:  # [] is unhashable
             raise MalformedRecordError("stream record whose eventName is not INSERT/MODIFY/REMOVE")
         keys = _image(change.get("Keys"), "Keys")
         if keys is None:
