@@ -15,9 +15,14 @@ from jmespath import functions
 _floats = threading.local()  # per parse: did every float have a plain, non-integral repr?
 
 
-def _parse_float(text: str) -> float:
+def _parse_float(text: str) -> float | int:
+    # Integral floats ("4.0") come back as ints: equal values that the C encoder spells
+    # canonically ("4"). Only the hashing path parses this way (see `track_floats`).
     number = float(text)
-    if number.is_integer() or not 1e-4 <= abs(number) < 1e16:
+    magnitude = abs(number)
+    if number.is_integer() and magnitude < 1e16:
+        return int(number)
+    if not 1e-4 <= magnitude < 1e16:
         _floats.plain = False
     return number
 
@@ -40,6 +45,8 @@ class BuiltinFunctions(functions.Functions):
     canonical_root: Any = None
     #: Whether to work out `canonical_root`: it costs a Python call per float in the body, which
     #: pays off only when a whole parsed body is hashed (payload validation), not for a key field.
+    #: Set only where the parsed value is used for nothing but hashing, since integral floats
+    #: then parse as ints.
     track_floats: bool = False
 
     @functions.signature({"types": ["string"]})

@@ -45,11 +45,19 @@ def test_parsed_root_marked_canonical_only_when_its_encoding_is(data: Any) -> No
         assert canonical_json(parsed).encode() == canonical_bytes(root, prepared=True)
 
 
-def test_integral_and_exponent_floats_are_not_marked() -> None:
-    """4.0 and 1e-7 need normalising, so such bodies take the normalising pass."""
-    assert parse('{"a": 4.0}')[1] is None
+def test_exponent_floats_are_not_marked() -> None:
+    """1e-7 and 1e20 need normalising, so such bodies take the normalising pass."""
     assert parse('{"a": 1e-7}')[1] is None
+    assert parse('{"a": 1.5e20}')[1] is None
     assert parse('{"a": 4.5, "b": [1, "x"]}')[1] is not None
+
+
+def test_integral_floats_parse_as_equal_ints() -> None:
+    """4.0 and -0.0 parse as 4 and 0, which the C encoder spells canonically."""
+    parsed, root = parse('{"a": 4.0, "b": -0.0, "c": [2.50]}')
+    assert root is not None
+    assert {"a": 4, "b": 0, "c": [2.5]} == parsed
+    assert '{"a":4,"b":0,"c":[2.5]}' == canonical_bytes(root, prepared=True).decode()
 
 
 def test_validation_hash_is_the_same_either_way() -> None:
