@@ -17,6 +17,8 @@ from typing import Any, cast
 import pytest
 import yaml
 
+from samples.local_stack import CloudFormationLoader
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 
@@ -35,31 +37,10 @@ EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
 
 
-class _CloudFormationLoader(yaml.SafeLoader):
-    """SafeLoader plus CloudFormation's short tags, as their long forms."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(cast(yaml.MappingNode, node), deep=True)
-    if suffix == "Ref":
-        return {"Ref": value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-_CloudFormationLoader.add_multi_constructor("!", _tag)
-
-
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     with TEMPLATE.open(encoding="utf-8") as stream:
-        return cast(dict[str, Any], yaml.load(stream, Loader=_CloudFormationLoader))
+        return cast(dict[str, Any], yaml.load(stream, Loader=CloudFormationLoader))
 
 
 def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -99,7 +80,7 @@ def test_loader_reads_short_tags() -> None:
         "b": {"Fn::GetAtt": ["T", "Arn"]},
         "c": {"Fn::Sub": "${T.Arn}/x"},
         "d": {"Fn::GetAtt": ["T", "StreamArn"]},
-    } == yaml.load(document, Loader=_CloudFormationLoader)
+    } == yaml.load(document, Loader=CloudFormationLoader)
 
 
 def test_every_function_has_exactly_the_four_item_actions_on_the_idempotency_table(
