@@ -22,7 +22,7 @@ class LocalCache:
             record = self._items.get(key)
             if record is None:
                 return None
-            if record.is_expired(now_ms):
+            if record.expired_at(now_ms):
                 del self._items[key]
                 return None
             self._items.move_to_end(key)

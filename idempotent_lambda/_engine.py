@@ -155,7 +155,7 @@ class IdempotentCall:
                 f"the store refused {_MAX_CLAIM_ATTEMPTS} claims in a row without a live holder"
             )
 
-        took_over = previous is not None and not previous.is_expired(now)
+        took_over = previous is not None and not previous.expired_at(now)
         started = time.perf_counter()
         transaction = open_transaction(self.store)  # current_transaction() while the body runs
         try:
@@ -355,7 +355,7 @@ class IdempotentCall:
             holder = yield from self._store(
                 tally, inv, StoreCall("get", self.store.get, (inv.key,))
             )
-        if holder is None or holder.is_expired(clock.now_ms()):
+        if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,15 @@ class IdempotencyRecord:
     payload_hash: str | None = None
     owner: str | None = None
 
-    def is_expired(self, now_ms: int) -> bool:
+    @property
+    def is_expired(self) -> bool:
+        """Tell whether the expiration has passed now, on the wall clock (Powertools' name).
+
+        The library itself always asks `expired_at` with its store's clock.
+        """
+        return self.expired_at(time.time_ns() // 1_000_000)
+
+    def expired_at(self, now_ms: int) -> bool:
         """Tell whether the record's expiration (epoch seconds) has passed at ``now_ms``.
 
         Compared in whole seconds, exactly as the DynamoDB condition expression compares them.
@@ -57,12 +66,12 @@ class IdempotencyRecord:
         A record without a lease end is live until its expiration.
         """
         if self.in_progress_expiry_timestamp is None:
-            return self.is_expired(cutoff_ms)
+            return self.expired_at(cutoff_ms)
         return self.in_progress_expiry_timestamp < cutoff_ms
 
     def effective_status(self, now_ms: int) -> Status:
         """Return the status as seen at ``now_ms``: EXPIRED once the expiration passed."""
-        return Status.EXPIRED if self.is_expired(now_ms) else self.status
+        return Status.EXPIRED if self.expired_at(now_ms) else self.status
 
     def get_expiration_datetime(self) -> datetime.datetime | None:
         """Return the expiration as an aware UTC datetime (Powertools' DataRecord name)."""

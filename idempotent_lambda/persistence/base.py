@@ -117,7 +117,7 @@ class TransactionalStore(PersistenceStore, Protocol):
 
 def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:
     """Decide a claim the way the DynamoDB condition expression does (the reference rule)."""
-    if existing is None or existing.is_expired(now_ms):
+    if existing is None or existing.expired_at(now_ms):
         return True
     return (
         existing.status is Status.IN_PROGRESS
