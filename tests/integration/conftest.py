@@ -118,3 +118,32 @@ def dynamodb_store(
 ) -> DynamoDBPersistenceLayer:
     """Return a `DynamoDBPersistenceLayer` on ``idempotency_table`` at the test server."""
     return DynamoDBPersistenceLayer(idempotency_table, boto3_client=dynamodb_client)
+
+
+@pytest.fixture
+def s3_client(
+    _boto3_session: boto3.session.Session, dynamodb_endpoint: str, aws_environment: None
+) -> Any:
+    """Return an ``s3`` client on the test server (moto serves S3 there too), path-style."""
+    from botocore.config import Config
+
+    return _boto3_session.client(
+        "s3",
+        endpoint_url=dynamodb_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+
+
+@pytest.fixture
+def bucket(s3_client: Any) -> Iterator[str]:
+    """Yield a fresh bucket; emptied and deleted afterwards."""
+    name = f"results-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=name)
+    yield name
+    for item in s3_client.list_objects_v2(Bucket=name).get("Contents", []):
+        s3_client.delete_object(Bucket=name, Key=item["Key"])
+    with contextlib.suppress(Exception):
+        s3_client.delete_bucket(Bucket=name)

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
-import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -31,33 +26,6 @@ if TYPE_CHECKING:
 CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
 #: About 130 KB of random text: over the 1 KB threshold used below.
 BIG = base64.b64encode(os.urandom(100_000)).decode()
-
-
-@pytest.fixture
-def s3_client(
-    _boto3_session: boto3.session.Session, dynamodb_endpoint: str, aws_environment: None
-) -> Any:
-    """Return an ``s3`` client on the test server, path-style."""
-    return _boto3_session.client(
-        "s3",
-        endpoint_url=dynamodb_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(s3={"addressing_style": "path"}),
-    )
-
-
-@pytest.fixture
-def bucket(s3_client: Any) -> Iterator[str]:
-    """Yield a fresh bucket; emptied and deleted afterwards."""
-    name = f"cli-results-{uuid.uuid4().hex[:12]}"
-    s3_client.create_bucket(Bucket=name)
-    yield name
-    for item in s3_client.list_objects_v2(Bucket=name).get("Contents", []):
-        s3_client.delete_object(Bucket=name, Key=item["Key"])
-    with contextlib.suppress(Exception):
-        s3_client.delete_bucket(Bucket=name)
 
 
 @pytest.fixture
