@@ -9,21 +9,48 @@ functions share one state machine.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from time import perf_counter
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Effect: call a store method (in a worker thread when running async)."""
+class StoreTally(Protocol):
+    """Where a store call's time is added up (the invocation it belongs to)."""
 
-    operation: str
-    function: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    def count_store_call(self, started: float) -> None:
+        """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
+        ...
+
+
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+class StoreCall:
+    """Effect: call a store method (in a worker thread when running async).
+
+    The driver times the call, failed or not, and adds it to ``tally``. A plain slotted class:
+    one is built for every store call.
+    """
+
+    __slots__ = ("args", "function", "kwargs", "operation", "tally")
+
+    def __init__(
+        self,
+        operation: str,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        tally: StoreTally,
+        kwargs: Mapping[str, Any] = _NO_KWARGS,
+    ) -> None:
+        self.operation = operation
+        self.function = function
+        self.args = args
+        self.tally = tally
+        self.kwargs = kwargs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,23 +71,29 @@ Flow = Generator[Effect, Any, Any]
 
 def run_sync(flow: Flow, body: Callable[[], T]) -> T:
     """Carry out a flow's effects in this thread and return its result."""
+    send, throw = flow.send, flow.throw
     sent: Any = None
     error: BaseException | None = None
     while True:
         try:
-            effect = flow.send(sent) if error is None else flow.throw(error)
+            effect = send(sent) if error is None else throw(error)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        sent, error = None, None
-        try:
-            if isinstance(effect, StoreCall):
+        sent = error = None
+        if type(effect) is StoreCall:
+            started = perf_counter()
+            try:
                 sent = effect.function(*effect.args, **effect.kwargs)
-            elif isinstance(effect, Pause):
-                time.sleep(effect.seconds)
-            else:
+            except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
+                error = exc
+            effect.tally.count_store_call(started)
+        elif effect is RUN_BODY:
+            try:
                 sent = body()
-        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-            error = exc
+            except BaseException as exc:
+                error = exc
+        else:
+            time.sleep(cast(Pause, effect).seconds)
 
 
 async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
@@ -74,13 +107,18 @@ async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
             effect = flow.send(sent) if error is None else flow.throw(error)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        sent, error = None, None
-        try:
-            if isinstance(effect, StoreCall):
+        sent = error = None
+        if type(effect) is StoreCall:
+            started = perf_counter()
+            try:
                 sent = await asyncio.to_thread(effect.function, *effect.args, **effect.kwargs)
-            elif isinstance(effect, Pause):
-                await asyncio.sleep(effect.seconds)
-            else:
+            except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
+                error = exc
+            effect.tally.count_store_call(started)
+        elif effect is RUN_BODY:
+            try:
                 sent = await body()
-        except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-            error = exc
+            except BaseException as exc:
+                error = exc
+        else:
+            await asyncio.sleep(cast(Pause, effect).seconds)

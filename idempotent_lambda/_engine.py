@@ -7,10 +7,9 @@ needs (a store call, a pause, running the body) and receives their outcomes. The
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from time import perf_counter
+from typing import Any, cast
 
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda._effects import (
@@ -53,19 +52,6 @@ _MAX_CLAIM_ATTEMPTS = 50
 _FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
 
 
-@dataclass(slots=True)
-class _Tally:
-    """Store time and round trips of one invocation (local to it, never shared)."""
-
-    store_ms: float = 0.0
-    store_calls: int = 0
-
-    def count(self, started: float) -> None:
-        """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
-        self.store_ms += _ms_since(started)
-        self.store_calls += 1
-
-
 class IdempotentCall:
     """Everything one decorated function needs across invocations: store, config, cache."""
 
@@ -100,36 +86,32 @@ class IdempotentCall:
 
     def flow(self, inv: Invocation) -> Flow:
         """Describe one invocation: replay, wait, refuse, or run and record the body."""
-        tally = _Tally()
-        clock = self.store.clock
-        if self.cache is not None:
-            cached = self.cache.get(inv.key, clock.now_ms())
+        store, config, cache = self.store, self.config, self.cache
+        if cache is not None:
+            cached = cache.get(inv.key, store.clock.now_ms())
             if cached is not None:
-                self._validate(cached, inv, tally)
-                return self._replay(cached, inv, tally, source="cache")
+                self._validate(cached, inv)
+                return self._replay(cached, inv, source="cache")
 
         previous: IdempotencyRecord | None = None
         source = "store"
+        now = inv.now_ms
         for _attempt in range(_MAX_CLAIM_ATTEMPTS):
-            now = clock.now_ms()
             claim = IdempotencyRecord(
-                idempotency_key=inv.key,
-                status=Status.IN_PROGRESS,
-                expiry_timestamp=inv.expiry_seconds(now, self.config.expires_after_seconds),
-                in_progress_expiry_timestamp=inv.lease_end_ms,
-                payload_hash=inv.payload_hash,
-                owner=inv.owner,
+                inv.key,
+                Status.IN_PROGRESS,
+                inv.expiry_seconds(now, config.expires_after_seconds),
+                inv.lease_end_ms,
+                None,
+                inv.payload_hash,
+                inv.owner,
             )
-            outcome = yield from self._store(
-                tally,
-                inv,
-                StoreCall(
-                    "claim",
-                    self.store.claim,
-                    (claim,),
-                    {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS},
-                ),
-            )
+            window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
+            try:
+                outcome = yield StoreCall("claim", store.claim, (claim,), inv, window)
+            except IdempotencyPersistenceLayerError as exc:
+                self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
+                raise
             if outcome.claimed:
                 previous = outcome.previous
                 break
@@ -140,65 +122,65 @@ class IdempotentCall:
                 previous = None
                 break
             if existing is not None:
-                self._validate(existing, inv, tally)
+                self._validate(existing, inv)
                 if existing.status is Status.COMPLETED:
-                    if self.cache is not None:
-                        self.cache.put(existing)
-                    return self._replay(existing, inv, tally, source=source)
-            existing = yield from self._wait(inv, existing, tally)
+                    if cache is not None:
+                        cache.put(existing)
+                    return self._replay(existing, inv, source=source)
+            existing = yield from self._wait(inv, existing)
             if existing is not None:
-                self._validate(existing, inv, tally)
-                return self._replay(existing, inv, tally, source="wait")
+                self._validate(existing, inv)
+                return self._replay(existing, inv, source="wait")
             source = "wait"  # the holder released or its lease passed: claim again
+            now = store.clock.now_ms()
         else:
             raise IdempotencyPersistenceLayerError(
                 f"the store refused {_MAX_CLAIM_ATTEMPTS} claims in a row without a live holder"
             )
 
         took_over = previous is not None and not previous.expired_at(now)
-        started = time.perf_counter()
-        transaction = open_transaction(self.store)  # current_transaction() while the body runs
+        return (yield from self._run_and_record(inv, took_over))
+
+    def _run_and_record(self, inv: Invocation, took_over: bool) -> Flow:
+        """Run the body under this invocation's claim, then complete (or release) the record."""
+        store, cache = self.store, self.cache
+        started = perf_counter()
+        transaction = open_transaction(store)  # current_transaction() while the body runs
         try:
             result = yield RUN_BODY
         except BaseException as exc:
             close_transaction(transaction)  # its writes are discarded
             handler_ms = _ms_since(started)
-            yield from self._release(inv, tally, exc, handler_ms)
+            yield from self._release(inv, exc, handler_ms)
             raise
         writes = close_transaction(transaction)
         handler_ms = _ms_since(started)
         if self.store_result_if is not None and not self.store_result_if(result):
-            yield from self._release(inv, tally, None, handler_ms)
+            yield from self._release(inv, None, handler_ms)
             return result
         if writes:
-            return (
-                yield from self._commit(
-                    inv, tally, result, handler_ms, took_over=took_over, writes=writes
-                )
-            )
-        return (yield from self._complete(inv, tally, result, handler_ms, took_over))
-
-    def _complete(
-        self, inv: Invocation, tally: _Tally, result: Any, handler_ms: float, took_over: bool
-    ) -> Flow:
+            return (yield from self._commit(inv, result, handler_ms, took_over, writes))
         try:
-            data = encode_result(self._to_storable(result))
-            ok = yield from self._write_completed(inv, tally, data)
+            record = self._completed_record(inv, encode_result(self._to_storable(result)))
+            ok = yield StoreCall("complete", store.complete, (record,), inv)
         except IdempotencyUnstorableResultError as exc:
-            yield from self._store_marker(inv, tally, str(exc), handler_ms)
+            yield from self._store_marker(inv, str(exc), handler_ms)
             raise
         except IdempotencyPersistenceLayerError as exc:
-            self._report(Outcome.COMPLETE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return result
+        if ok:
+            if cache is not None:
+                cache.put(record)
+        else:
+            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if not ok:
-            ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
-        if not ok:
-            self._report(Outcome.LEASE_LOST, inv, tally, handler_ms)
+            self._report(Outcome.LEASE_LOST, inv, handler_ms)
             return result
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, tally, handler_ms)
+        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
         return result
 
-    def _answer_was_lost(self, inv: Invocation, tally: _Tally, expected: Status | None) -> Flow:
+    def _answer_was_lost(self, inv: Invocation, expected: Status | None) -> Flow:
         """After a refused complete/release, tell whether our own write is what refused it.
 
         A write whose answer is lost (a timeout or 5xx after DynamoDB applied it) is retried by
@@ -208,7 +190,7 @@ class IdempotentCall:
         """
         try:
             record = yield from self._store(
-                tally, inv, StoreCall("get", self.store.get, (inv.key,)), report_errors=False
+                StoreCall("get", self.store.get, (inv.key,), inv), report_errors=False
             )
         except IdempotencyPersistenceLayerError:
             return False
@@ -219,39 +201,38 @@ class IdempotentCall:
     def _commit(
         self,
         inv: Invocation,
-        tally: _Tally,
         result: Any,
         handler_ms: float,
-        *,
         took_over: bool,
         writes: Sequence[TransactItem],
     ) -> Flow:
         """Complete in one transaction with the body's business writes: all commit, or none.
 
-        Unlike `_complete`, a failure is never swallowed: the caller must not believe in writes
-        that were not made. The record is released (a no-op if an ambiguous failure did commit).
+        Unlike a plain completion, a failure is never swallowed: the caller must not believe in
+        writes that were not made. The record is released (a no-op if an ambiguous failure did
+        commit).
         """
         try:
             data = encode_result(self._to_storable(result))
-            ok = yield from self._write_completed(inv, tally, data, writes)
+            ok = yield from self._write_completed(inv, data, writes)
         except Exception as exc:
             store_failed = isinstance(exc, IdempotencyPersistenceLayerError)
             reason = _cause_name(exc) if store_failed else type(exc).__name__
-            yield from self._release(inv, tally, exc, handler_ms, reason=reason)
+            yield from self._release(inv, exc, handler_ms, reason=reason)
             if isinstance(exc, IdempotencyUnstorableResultError):  # no marker: nothing is done
                 raise IdempotencyTransactionError(
                     f"nothing was written, because the result cannot be stored: {exc}"
                 ) from exc
             raise
-        if not ok:  # botocore's retries reuse the ClientRequestToken, but check as `_complete` does
-            ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
+        if not ok:  # botocore's retries reuse the ClientRequestToken, but check as `flow` does
+            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if not ok:
-            self._report(Outcome.LEASE_LOST, inv, tally, handler_ms, op="complete")
+            self._report(Outcome.LEASE_LOST, inv, handler_ms, op="complete")
             raise IdempotencyAlreadyInProgressError(
                 "this invocation's lease passed before its transaction committed, and another "
                 "invocation holds the key now; nothing was written"
             )
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, tally, handler_ms)
+        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
         return result
 
     def _to_storable(self, result: Any) -> Any:
@@ -263,40 +244,38 @@ class IdempotentCall:
                 f"{type(exc).__name__}"
             ) from exc
 
+    def _completed_record(self, inv: Invocation, data: str) -> IdempotencyRecord:
+        expiry = self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds
+        return IdempotencyRecord(
+            inv.key, Status.COMPLETED, expiry, None, data, inv.payload_hash, inv.owner
+        )
+
     def _write_completed(
-        self, inv: Invocation, tally: _Tally, data: str, writes: Sequence[TransactItem] = ()
+        self, inv: Invocation, data: str, writes: Sequence[TransactItem] = ()
     ) -> Flow:
-        record = IdempotencyRecord(
-            idempotency_key=inv.key,
-            status=Status.COMPLETED,
-            expiry_timestamp=self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds,
-            response_data=data,
-            payload_hash=inv.payload_hash,
-            owner=inv.owner,
-        )
+        record = self._completed_record(inv, data)
         call = (
-            StoreCall("complete", self.store.complete_with, (record, writes))  # type: ignore[attr-defined]
+            StoreCall("complete", self.store.complete_with, (record, writes), inv)  # type: ignore[attr-defined]
             if writes
-            else StoreCall("complete", self.store.complete, (record,))
+            else StoreCall("complete", self.store.complete, (record,), inv)
         )
-        ok = yield from self._store(tally, inv, call, report_errors=False)
+        ok = yield from self._store(call, report_errors=False)
         if ok and self.cache is not None:
             self.cache.put(record)
         return ok
 
-    def _store_marker(self, inv: Invocation, tally: _Tally, reason: str, handler_ms: float) -> Flow:
+    def _store_marker(self, inv: Invocation, reason: str, handler_ms: float) -> Flow:
         """Complete with a marker so retries raise too instead of running the body again."""
         try:
-            yield from self._write_completed(inv, tally, unstorable_marker(reason))
+            yield from self._write_completed(inv, unstorable_marker(reason))
         except IdempotencyPersistenceLayerError as exc:
-            self._report(Outcome.COMPLETE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return
-        self._report(Outcome.UNSTORABLE, inv, tally, handler_ms)
+        self._report(Outcome.UNSTORABLE, inv, handler_ms)
 
     def _release(
         self,
         inv: Invocation,
-        tally: _Tally,
         original: BaseException | None,
         handler_ms: float,
         *,
@@ -308,23 +287,21 @@ class IdempotentCall:
         """
         try:
             released = yield from self._store(
-                tally,
-                inv,
-                StoreCall("release", self.store.release, (inv.key, inv.owner)),
+                StoreCall("release", self.store.release, (inv.key, inv.owner), inv),
                 report_errors=False,
             )
         except IdempotencyPersistenceLayerError as exc:
             if original is not None:
                 original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
-            self._report(Outcome.RELEASE_FAILED, inv, tally, handler_ms, error=_cause_name(exc))
+            self._report(Outcome.RELEASE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return
         if not released:
-            released = yield from self._answer_was_lost(inv, tally, None)
+            released = yield from self._answer_was_lost(inv, None)
         outcome = Outcome.RELEASED if released else Outcome.LEASE_LOST
-        self._report(outcome, inv, tally, handler_ms, error=reason)
+        self._report(outcome, inv, handler_ms, error=reason)
 
     def _wait(
-        self, inv: Invocation, holder: IdempotencyRecord | None, tally: _Tally
+        self, inv: Invocation, holder: IdempotencyRecord | None
     ) -> Generator[Effect, Any, IdempotencyRecord | None]:
         """Poll until the holder completes (return its record) or gives the key up (None).
 
@@ -344,7 +321,7 @@ class IdempotentCall:
             # The pauses count too, so the budget runs out even on a clock that stands still
             # or jumps back (a test's ManualClock): waiting never turns into a hang.
             if max(now, started + paused_ms) + pause * 1000 > budget_end:
-                self._report(Outcome.IN_PROGRESS, inv, tally, None)
+                self._report(Outcome.IN_PROGRESS, inv, None)
                 raise IdempotencyAlreadyInProgressError(
                     "another invocation is processing this idempotency key",
                     lease_expires_at_ms=holder.in_progress_expiry_timestamp,
@@ -352,40 +329,32 @@ class IdempotentCall:
             yield Pause(pause)
             paused_ms += pause * 1000
             pause = min(pause * _WAIT_FACTOR, _WAIT_MAX_S)
-            holder = yield from self._store(
-                tally, inv, StoreCall("get", self.store.get, (inv.key,))
-            )
+            holder = yield from self._store(StoreCall("get", self.store.get, (inv.key,), inv))
         if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
 
-    def _store(
-        self, tally: _Tally, inv: Invocation, call: StoreCall, *, report_errors: bool = True
-    ) -> Flow:
-        started = time.perf_counter()
+    def _store(self, call: StoreCall, *, report_errors: bool = True) -> Flow:
+        """Yield ``call``; a store failure is reported as STORE_ERROR when ``report_errors``."""
         try:
-            result = yield call
-        except BaseException as exc:
-            tally.count(started)  # before reporting, so the failed call's time is in the line
-            if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
+            return (yield call)
+        except IdempotencyPersistenceLayerError as exc:
+            if report_errors:
+                inv = cast(Invocation, call.tally)
                 self._report(
-                    Outcome.STORE_ERROR, inv, tally, None, error=_cause_name(exc), op=call.operation
+                    Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op=call.operation
                 )
             raise
-        tally.count(started)
-        return result
 
-    def _validate(self, record: IdempotencyRecord, inv: Invocation, tally: _Tally) -> None:
+    def _validate(self, record: IdempotencyRecord, inv: Invocation) -> None:
         if inv.payload_hash is not None and record.payload_hash != inv.payload_hash:
-            self._report(Outcome.VALIDATION_FAILED, inv, tally, None)
+            self._report(Outcome.VALIDATION_FAILED, inv, None)
             raise IdempotencyValidationError(
                 "the payload differs from the one first sent with this idempotency key"
             )
 
-    def _replay(
-        self, record: IdempotencyRecord, inv: Invocation, tally: _Tally, source: str
-    ) -> Any:
-        self._report(Outcome.REPLAYED, inv, tally, None, source=source)
+    def _replay(self, record: IdempotencyRecord, inv: Invocation, source: str) -> Any:
+        self._report(Outcome.REPLAYED, inv, None, source=source)
         data = record.response_data
         if data is None:
             raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
@@ -405,7 +374,6 @@ class IdempotentCall:
         self,
         outcome: Outcome,
         inv: Invocation,
-        tally: _Tally,
         handler_ms: float | None,
         *,
         source: str | None = None,
@@ -419,9 +387,9 @@ class IdempotentCall:
                 outcome=outcome,
                 function=self.function_name,
                 key=inv.key,
-                store_ms=tally.store_ms,
+                store_ms=inv.store_ms,
                 handler_ms=handler_ms,
-                store_calls=tally.store_calls,
+                store_calls=inv.store_calls,
                 source=source,
                 error=error,
                 operation=op or _FAILED_OPERATION.get(outcome),
@@ -437,7 +405,7 @@ def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
 
 
 def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000
+    return (perf_counter() - started) * 1000
 
 
 def _cause_name(exc: BaseException) -> str:

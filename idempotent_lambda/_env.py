@@ -11,6 +11,9 @@ DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
 # nanoseconds; it is always current (os.environ writes through to it).
 _RAW: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
 _RAW_NAMES = tuple(name.encode() for name in DISABLE_VARIABLES)
+_FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
+_RAW_FUNCTION_NAME = _FUNCTION_NAME.encode()
+_decoded_names: dict[bytes, str] = {}
 
 
 def idempotency_disabled() -> bool:
@@ -22,3 +25,18 @@ def idempotency_disabled() -> bool:
                 return True
         return False
     return any(os.environ.get(name, "").strip().lower() in _TRUTHY for name in DISABLE_VARIABLES)
+
+
+def lambda_function_name() -> str:
+    """Return ``AWS_LAMBDA_FUNCTION_NAME``, or ``"local"`` when it is unset or empty."""
+    if _RAW is None:
+        return os.environ.get(_FUNCTION_NAME) or "local"
+    raw = _RAW.get(_RAW_FUNCTION_NAME)
+    if not raw:
+        return "local"
+    name = _decoded_names.get(raw)
+    if name is None:
+        if len(_decoded_names) > 16:  # the name only changes under tests; stay small anyway
+            _decoded_names.clear()
+        name = _decoded_names[raw] = os.fsdecode(raw)  # as os.environ decodes it
+    return name

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import jmespath
+from jmespath.functions import Functions
 
 from idempotent_lambda._canonical import canonical_bytes, to_plain
+from idempotent_lambda._env import lambda_function_name
+from idempotent_lambda._jmespath_compiled import CompiledExpression
 from idempotent_lambda._jmespath_functions import BuiltinFunctions
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda.config import IdempotencyConfig
@@ -20,9 +21,8 @@ from idempotent_lambda.exceptions import IdempotencyKeyError
 _hashers: dict[str, Callable[[bytes], Any]] = {}
 
 
-@dataclass(frozen=True, slots=True)
 class Invocation:
-    """Who this invocation is, as every store call needs it.
+    """Who this invocation is, as every store call needs it, and what its store calls cost.
 
     Attributes:
         key: ``"{prefix}#{hexdigest}"``.
@@ -30,23 +30,71 @@ class Invocation:
         owner: Fresh random token fencing this invocation's claim.
         lease_end_ms: When this invocation's claim stops protecting it.
         deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
+        now_ms: The store clock's reading the identity was derived at (the first claim's time).
+        store_ms: Time spent in store calls so far (for the decision line).
+        store_calls: Store round trips so far.
     """
 
-    key: str
-    payload_hash: str | None
-    owner: str
-    lease_end_ms: int
-    deadline_ms: int | None
+    __slots__ = (
+        "deadline_ms",
+        "key",
+        "lease_end_ms",
+        "now_ms",
+        "owner",
+        "payload_hash",
+        "store_calls",
+        "store_ms",
+    )
+
+    def __init__(  # noqa: PLR0917 - built in two places, both internal
+        self,
+        key: str,
+        payload_hash: str | None,
+        owner: str,
+        lease_end_ms: int,
+        deadline_ms: int | None,
+        now_ms: int,
+    ) -> None:
+        self.key = key
+        self.payload_hash = payload_hash
+        self.owner = owner
+        self.lease_end_ms = lease_end_ms
+        self.deadline_ms = deadline_ms
+        self.now_ms = now_ms
+        self.store_ms = 0.0
+        self.store_calls = 0
 
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
-        return max(now_ms // 1000 + expires_after_seconds, math.ceil(self.lease_end_ms / 1000))
+        return max(now_ms // 1000 + expires_after_seconds, -(-self.lease_end_ms // 1000))
+
+    def count_store_call(self, started: float) -> None:
+        """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
+        self.store_ms += (time.perf_counter() - started) * 1000
+        self.store_calls += 1
 
 
 def default_prefix(function: Callable[..., Any]) -> str:
     """Return ``"{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}"`` (env read now)."""
-    name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
-    return f"{name}.{function.__module__}.{function.__qualname__}"
+    return f"{lambda_function_name()}.{function.__module__}.{function.__qualname__}"
+
+
+def prefix_source(function: Callable[..., Any]) -> Callable[[], str]:
+    """Return a function that answers `default_prefix` for ``function`` on every call.
+
+    The environment is still read on each call; the prefix is rebuilt only when the function name
+    it reads has changed.
+    """
+    built = ("", "")
+
+    def prefix() -> str:
+        nonlocal built
+        name = lambda_function_name()
+        if name is not built[0]:
+            built = (name, f"{name}.{function.__module__}.{function.__qualname__}")
+        return built[1]
+
+    return prefix
 
 
 def digest(config: IdempotencyConfig, value: Any, *, canonical: bool = False) -> str:
@@ -92,17 +140,16 @@ def derive_invocation(
         IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
             found something that cannot be hashed.
     """
-    plain = to_plain(payload)
+    plain = payload if type(payload) is dict else to_plain(payload)
     functions = config._make_functions()
     if config._validation_expression is not None and isinstance(functions, BuiltinFunctions):
         functions.track_floats = True
-    options = jmespath.Options(custom_functions=functions)
     try:
-        material = _search(config._key_expression, plain, options, "event_key_jmespath")
+        material = _search(config._key_expression, plain, functions, "event_key_jmespath")
         validated = None
         if config._validation_expression is not None:
             validated = _search(
-                config._validation_expression, plain, options, "payload_validation_jmespath"
+                config._validation_expression, plain, functions, "payload_validation_jmespath"
             )
     finally:
         # JMESPath's interpreter sits in a reference cycle holding the functions object; drop
@@ -152,18 +199,21 @@ def build_invocation(
     remaining = remaining_ms(context)
     lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000
     return Invocation(
-        key=f"{prefix}#{digest(config, material, canonical=material is canonical_root)}",
-        payload_hash=payload_hash,
-        owner=os.urandom(16).hex(),
-        lease_end_ms=now_ms + lease_ms,
-        deadline_ms=None if remaining is None else now_ms + remaining,
+        f"{prefix}#{digest(config, material, canonical=material is canonical_root)}",
+        payload_hash,
+        os.urandom(16).hex(),
+        now_ms + lease_ms,
+        None if remaining is None else now_ms + remaining,
+        now_ms,
     )
 
 
-def _search(expression: Any, payload: Any, options: jmespath.Options, name: str) -> Any:
+def _search(
+    expression: CompiledExpression | None, payload: Any, functions: Functions, name: str
+) -> Any:
     if expression is None:
         return payload
     try:
-        return expression.search(payload, options=options)
+        return expression.search_with(payload, functions)
     except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
         raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc

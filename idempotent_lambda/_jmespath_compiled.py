@@ -40,6 +40,14 @@ class CompiledExpression:
             return self._fast(value, custom)
         return self._parsed_result.search(value, options=options)
 
+    def search_with(self, value: Any, custom_functions: functions.Functions) -> Any:
+        """Evaluate the expression on ``value`` with these functions (no `jmespath.Options`)."""
+        if self._fast is not None:
+            return self._fast(value, custom_functions)
+        return self._parsed_result.search(
+            value, options=jmespath.Options(custom_functions=custom_functions)
+        )
+
 
 def _compile(node: dict[str, Any]) -> _Closure | None:
     kind = node.get("type")

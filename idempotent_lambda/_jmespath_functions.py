@@ -12,6 +12,8 @@ from typing import Any
 
 from jmespath import functions
 
+from idempotent_lambda._json_text import PLAIN, JsonParser
+
 _floats = threading.local()  # per parse: did every float have a plain, non-integral repr?
 
 
@@ -27,8 +29,8 @@ def _parse_float(text: str) -> float | int:
     return number
 
 
-# One decoder for every parse: json.loads with a parse_float builds a new decoder each call.
-_DECODER = json.JSONDecoder(parse_float=_parse_float)
+# One parser for every parse: json.loads with a parse_float builds a new decoder each call.
+_TRACKING = JsonParser(json.JSONDecoder(parse_float=_parse_float))
 
 
 class BuiltinFunctions(functions.Functions):
@@ -55,11 +57,11 @@ class BuiltinFunctions(functions.Functions):
         if last is not None and last[0] is value:
             return last[1]
         if not self.track_floats:
-            parsed = json.loads(value)
+            parsed = PLAIN.parse(value)
             self._last_json = (value, parsed)
             return parsed
         _floats.plain = True
-        parsed = _DECODER.decode(value)
+        parsed = _TRACKING.parse(value)
         self._last_json = (value, parsed)
         self.canonical_root = parsed if _floats.plain else None
         return parsed

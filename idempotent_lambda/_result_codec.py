@@ -25,6 +25,7 @@ import json
 import math
 from typing import Any
 
+from idempotent_lambda._json_text import PLAIN, JsonParser
 from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
@@ -83,7 +84,8 @@ def decode_result(text: str) -> Any:
         IdempotencyPersistenceLayerError: ``text`` is not a stored result (a corrupt record).
     """
     try:
-        return json.loads(text, object_hook=_unwrap)
+        # Only text holding a '"$' can hold a wrapper: the rest needs no object hook.
+        return _TAGGED.parse(text) if '"$' in text else PLAIN.parse(text)
     except _NOT_DECODABLE as exc:
         raise _corrupt(exc) from exc
 
@@ -161,3 +163,6 @@ def _unwrap(obj: dict[str, Any]) -> Any:
 
 def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
+
+
+_TAGGED = JsonParser(json.JSONDecoder(object_hook=_unwrap))

@@ -10,7 +10,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from idempotent_lambda._effects import run_async, run_sync
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
-from idempotent_lambda._identity import Invocation, default_prefix, derive_invocation
+from idempotent_lambda._identity import Invocation, derive_invocation, prefix_source
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
@@ -114,9 +114,10 @@ def _decorator(
             function_name=function.__qualname__,
             serializer=serializer_for(function),
         )
+        prefix = prefix_source(function) if key_prefix is None else _constant(key_prefix)
+        clock = store.clock
 
-        def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Invocation | None:
-            payload, context = locate(args, kwargs)
+        def prepare(payload: Any, context: Any) -> Invocation | None:
             if idempotency_disabled():
                 report(
                     Decision(Outcome.DISABLED, call.function_name),
@@ -127,8 +128,8 @@ def _decorator(
             invocation = derive_invocation(
                 settings,
                 payload,
-                prefix=key_prefix or default_prefix(function),
-                now_ms=store.clock.now_ms(),
+                prefix=prefix(),
+                now_ms=clock.now_ms(),
                 context=context if context is not None else settings.bound_context(),
             )
             if invocation is None:
@@ -144,9 +145,10 @@ def _decorator(
 
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                token = current_lambda_context.set(_context_for(args, kwargs, locate))
+                payload, context = locate(args, kwargs)
+                token = current_lambda_context.set(_binding(context))
                 try:
-                    invocation = prepare(args, kwargs)
+                    invocation = prepare(payload, context)
                     if invocation is None:  # still commit writes queued on current_transaction()
                         return await run_unrecorded_async(
                             store, lambda: async_function(*args, **kwargs)
@@ -161,9 +163,10 @@ def _decorator(
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            token = current_lambda_context.set(_context_for(args, kwargs, locate))
+            payload, context = locate(args, kwargs)
+            token = current_lambda_context.set(_binding(context))
             try:
-                invocation = prepare(args, kwargs)
+                invocation = prepare(payload, context)
                 if invocation is None:  # still commit writes queued on current_transaction()
                     return run_unrecorded(store, lambda: function(*args, **kwargs))
                 return run_sync(call.flow(invocation), lambda: function(*args, **kwargs))
@@ -175,11 +178,15 @@ def _decorator(
     return decorate
 
 
-def _context_for(
-    args: tuple[Any, ...], kwargs: dict[str, Any], locate: _Locate
-) -> LambdaContextLike | None:
+def _constant(value: str) -> Callable[[], str]:
+    def constant() -> str:
+        return value
+
+    return constant
+
+
+def _binding(context: Any) -> LambdaContextLike | None:
     """Return the context to bind: the handler's own, else whatever is bound already."""
-    _, context = locate(args, kwargs)
     return as_lambda_context(context) or current_lambda_context.get()
 
 

@@ -21,8 +21,8 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     Status,
 )
-from idempotent_lambda import _jmespath_functions as jmespath_functions
 from idempotent_lambda._identity import digest
+from idempotent_lambda._json_text import JsonParser
 from idempotent_lambda.adapters.sqs import (
     SQSMessageAttribute,
     SQSRecord,
@@ -178,14 +178,15 @@ def test_json_body_is_parsed_once_even_when_the_key_reads_it(
         parses.append(text)
         return real_loads(text, **kwargs)
 
-    class CountingDecoder(json.JSONDecoder):
-        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
-            parses.append(s)
-            return super().decode(s, *args, **kwargs)
+    real_parse = JsonParser.parse
+
+    def counting_parse(self: JsonParser, text: str) -> Any:
+        parses.append(text)
+        return real_parse(self, text)
 
     event = batch(message("m-1", {"order_id": 1}), message("m-2", {"order_id": 2}))
     monkeypatch.setattr(json, "loads", counting_loads)
-    monkeypatch.setattr(jmespath_functions, "_DECODER", CountingDecoder())
+    monkeypatch.setattr(JsonParser, "parse", counting_parse)
     bodies: list[Any] = []
 
     @idempotent_sqs_handler(
