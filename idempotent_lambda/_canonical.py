@@ -31,8 +31,15 @@ def _refuse(value: Any) -> Any:
     raise _ExactEncodingNeededError
 
 
+# No circular-reference check: a cycle recurses until RecursionError, which is reported as an
+# IdempotencyKeyError just as the check's ValueError was, and every hash is spared the bookkeeping.
 _ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_refuse
+    sort_keys=True,
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+    check_circular=False,
+    default=_refuse,
 )
 
 

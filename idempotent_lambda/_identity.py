@@ -19,6 +19,7 @@ from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
 _hashers: dict[str, Callable[[bytes], Any]] = {}
+_CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
 class Invocation:
@@ -118,12 +119,14 @@ def digest(config: IdempotencyConfig, value: Any, *, canonical: bool = False) ->
 
 def is_missing(material: Any) -> bool:
     """Tell whether key material counts as absent (None, "", empty or all-None containers)."""
-    if material is None or material == "":
+    if type(material) is str:
+        return not material
+    if material is None:
         return True
-    if isinstance(material, list | tuple | dict | set | frozenset):
+    if isinstance(material, _CONTAINERS):
         values = material.values() if isinstance(material, dict) else material
         return all(item is None for item in values)
-    return False
+    return bool(material == "")
 
 
 def derive_invocation(

@@ -99,6 +99,14 @@ def _chain(parts: list[_Closure]) -> _Closure:
 
 
 def _call(name: str, arguments: list[_Closure]) -> _Closure:
+    if len(arguments) == 1:  # powertools_json(body) and the like: no comprehension per call
+        (only,) = arguments
+
+        def call_one(value: Any, fns: functions.Functions) -> Any:
+            return fns.call_function(name, [only(value, fns)])
+
+        return call_one
+
     def call(value: Any, fns: functions.Functions) -> Any:
         return fns.call_function(name, [argument(value, fns) for argument in arguments])
 

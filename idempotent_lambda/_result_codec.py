@@ -53,8 +53,11 @@ def encode_result(value: Any) -> str:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# A cycle in a result already fails `_is_plain`/`_wrap` with RecursionError, so the encoder's own
+# circular-reference bookkeeping would only cost time.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 _SCALARS = (str, int, bool, type(None))
+_MARKER_START = '{"' + UNSTORABLE_TAG
 
 
 def _is_plain(value: Any) -> bool:
@@ -68,12 +71,17 @@ def _is_plain(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     if kind is dict:
-        return all(
-            type(key) is str and not key.startswith("$") and _is_plain(item)
-            for key, item in value.items()
-        )
+        for key, item in value.items():
+            if type(key) is not str or key[:1] == "$":
+                return False
+            if type(item) not in _SCALARS and not _is_plain(item):
+                return False
+        return True
     if kind is list:
-        return all(_is_plain(item) for item in value)
+        for item in value:  # noqa: SIM110 - a loop, not all(<genexpr>): this runs per result
+            if type(item) not in _SCALARS and not _is_plain(item):
+                return False
+        return True
     return False
 
 
@@ -97,7 +105,7 @@ def unstorable_marker(reason: str) -> str:
 
 def unstorable_reason(text: str) -> str | None:
     """Return the reason when ``text`` is an unstorable-result marker, else None."""
-    if not text.startswith('{"' + UNSTORABLE_TAG):
+    if not text.startswith(_MARKER_START):
         return None
     try:
         return str(json.loads(text)[UNSTORABLE_TAG])
