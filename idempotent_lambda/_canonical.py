@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from idempotent_lambda._json_text import text_writer
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
 _encode_string = json.encoder.encode_basestring
@@ -41,6 +42,7 @@ _ENCODER = json.JSONEncoder(
     check_circular=False,
     default=_refuse,
 )
+_write = text_writer(_ENCODER)
 
 
 def canonical_json(value: Any) -> str:
@@ -52,7 +54,7 @@ def canonical_json(value: Any) -> str:
     if type(value) is str:
         return str(_encode_string(value))
     try:
-        return _ENCODER.encode(_prepare(value))
+        return _write(_prepare(value))
     except (_ExactEncodingNeededError, TypeError, ValueError, RecursionError):
         return _exact(value)
 
@@ -116,7 +118,7 @@ def canonical_bytes(value: Any, *, prepared: bool = False) -> bytes:
     non-integral ``repr`` (as `BuiltinFunctions` parses it), so the C encoder's text is
     canonical as it is.
     """
-    text = _ENCODER.encode(value) if prepared else canonical_json(value)
+    text = _write(value) if prepared else canonical_json(value)
     return text.encode("utf-8", "surrogatepass")
 
 

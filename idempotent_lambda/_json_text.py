@@ -1,4 +1,4 @@
-"""Parse JSON text with the C scanner directly: `json.loads` minus its per-call overhead.
+"""JSON text in and out through the C scanner and encoder directly, minus per-call overhead.
 
 ``json.loads`` runs two whitespace regexes and some Python around the C scanner, which is about
 as much time as the scan itself for a small document. `JsonParser.parse` calls the scanner and
@@ -9,8 +9,11 @@ not consist of exactly one value with nothing around it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from json.scanner import make_scanner
 from typing import Any
+
+_encode_basestring = json.encoder.encode_basestring
 
 
 class JsonParser:
@@ -40,3 +43,41 @@ class JsonParser:
 
 PLAIN = JsonParser()
 """A parser with no hooks: what ``json.loads(text)`` gives."""
+
+
+_PROBE = {"b": [1, 2.5, -0.25, True, None, 'é\u2028"\\'], "a": {"z": "", "y": 10**20}}
+
+
+def text_writer(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """Return a function equal to ``encoder.encode``, minus its per-call set-up.
+
+    ``JSONEncoder.encode`` builds a new C encoder object on every call. For an encoder without
+    indentation or circular-reference checks (whose bookkeeping is per call) the C encoder can be
+    built once and called directly. It is checked against ``encoder.encode`` on a probe value
+    that exercises every option first; anything unexpected falls back to ``encoder.encode``.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or encoder.indent is not None or encoder.check_circular:
+        return encoder.encode
+    escape = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else _encode_basestring
+    try:
+        c_encoder = make(
+            None,
+            encoder.default,
+            escape,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+
+        def write(value: Any) -> str:
+            return "".join(c_encoder(value, 0))
+
+        if write(_PROBE) != encoder.encode(_PROBE):
+            return encoder.encode
+    except Exception:  # a C encoder with another signature: keep the public path
+        return encoder.encode
+    return write

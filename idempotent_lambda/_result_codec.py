@@ -25,7 +25,7 @@ import json
 import math
 from typing import Any
 
-from idempotent_lambda._json_text import PLAIN, JsonParser
+from idempotent_lambda._json_text import PLAIN, JsonParser, text_writer
 from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
@@ -48,7 +48,7 @@ def encode_result(value: Any) -> str:
     """
     try:
         plain = value if _is_plain(value) else _wrap(value)
-        return _ENCODER.encode(plain)
+        return _write(plain)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
 
@@ -56,6 +56,7 @@ def encode_result(value: Any) -> str:
 # A cycle in a result already fails `_is_plain`/`_wrap` with RecursionError, so the encoder's own
 # circular-reference bookkeeping would only cost time.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+_write = text_writer(_ENCODER)
 _SCALARS = (str, int, bool, type(None))
 _MARKER_START = '{"' + UNSTORABLE_TAG
 
