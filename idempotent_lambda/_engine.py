@@ -18,6 +18,7 @@ from idempotent_lambda._effects import (
     Flow,
     Pause,
     StoreCall,
+    run_sync,
 )
 from idempotent_lambda._identity import Invocation
 from idempotent_lambda._observability import Decision, Outcome, report, wanted
@@ -35,7 +36,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore, TransactItem
+from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore, TransactItem
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
@@ -84,10 +85,45 @@ class IdempotentCall:
         self.on_replay = on_replay
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
 
-    def flow(self, inv: Invocation) -> Flow:
-        """Describe one invocation: replay, wait, refuse, or run and record the body."""
-        store, config, cache = self.store, self.config, self.cache
+    def run(self, inv: Invocation, body: Callable[[], Any]) -> Any:
+        """Carry out one invocation in this thread: `flow`, driven by `run_sync`.
+
+        The cache lookup and the first claim are made here directly, so a replay (the commonest
+        retry) is answered without building and driving the generator; any other outcome of
+        the first claim is handed to `flow`, which goes on from it.
+        """
+        cache = self.cache
         if cache is not None:
+            cached = cache.get(inv.key, self.store.clock.now_ms())
+            if cached is not None:
+                self._validate(cached, inv)
+                return self._replay(cached, inv, source="cache")
+        claim, window = self._claim_request(inv, inv.now_ms)
+        started = perf_counter()
+        try:
+            outcome = self.store.claim(claim, **window)
+        except BaseException as exc:
+            inv.count_store_call(started)
+            if isinstance(exc, IdempotencyPersistenceLayerError):
+                self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
+            raise
+        inv.count_store_call(started)
+        existing = outcome.previous
+        if not outcome.claimed and existing is not None and existing.status is Status.COMPLETED:
+            self._validate(existing, inv)
+            if cache is not None:
+                cache.put(existing)
+            return self._replay(existing, inv, source="store")
+        return run_sync(self.flow(inv, outcome), body)
+
+    def flow(self, inv: Invocation, first: ClaimOutcome | None = None) -> Flow:
+        """Describe one invocation: replay, wait, refuse, or run and record the body.
+
+        ``first`` is the outcome of a first claim already made (by `run`), which also looked in
+        the cache: the flow starts from it.
+        """
+        store, cache = self.store, self.cache
+        if cache is not None and first is None:
             cached = cache.get(inv.key, store.clock.now_ms())
             if cached is not None:
                 self._validate(cached, inv)
@@ -97,21 +133,15 @@ class IdempotentCall:
         source = "store"
         now = inv.now_ms
         for _attempt in range(_MAX_CLAIM_ATTEMPTS):
-            claim = IdempotencyRecord(
-                inv.key,
-                Status.IN_PROGRESS,
-                inv.expiry_seconds(now, config.expires_after_seconds),
-                inv.lease_end_ms,
-                None,
-                inv.payload_hash,
-                inv.owner,
-            )
-            window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
-            try:
-                outcome = yield StoreCall("claim", store.claim, (claim,), inv, window)
-            except IdempotencyPersistenceLayerError as exc:
-                self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
-                raise
+            if first is not None:
+                outcome, first = first, None
+            else:
+                claim, window = self._claim_request(inv, now)
+                try:
+                    outcome = yield StoreCall("claim", store.claim, (claim,), inv, window)
+                except IdempotencyPersistenceLayerError as exc:
+                    self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
+                    raise
             if outcome.claimed:
                 previous = outcome.previous
                 break
@@ -243,6 +273,19 @@ class IdempotentCall:
                 f"output serializer failed on a {type(result).__name__} result: "
                 f"{type(exc).__name__}"
             ) from exc
+
+    def _claim_request(self, inv: Invocation, now: int) -> tuple[IdempotencyRecord, dict[str, int]]:
+        """Return the IN_PROGRESS record a claim at ``now`` writes, and the claim's time window."""
+        record = IdempotencyRecord(
+            inv.key,
+            Status.IN_PROGRESS,
+            inv.expiry_seconds(now, self.config.expires_after_seconds),
+            inv.lease_end_ms,
+            None,
+            inv.payload_hash,
+            inv.owner,
+        )
+        return record, {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
 
     def _completed_record(self, inv: Invocation, data: str) -> IdempotencyRecord:
         expiry = self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._effects import run_async
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, derive_invocation, prefix_source
@@ -169,7 +169,7 @@ def _decorator(
                 invocation = prepare(payload, context)
                 if invocation is None:  # still commit writes queued on current_transaction()
                     return run_unrecorded(store, lambda: function(*args, **kwargs))
-                return run_sync(call.flow(invocation), lambda: function(*args, **kwargs))
+                return cast(R, call.run(invocation, lambda: function(*args, **kwargs)))
             finally:
                 current_lambda_context.reset(token)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import jmespath
 
-from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._effects import run_async
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
@@ -82,7 +82,7 @@ class RecordRunner(Generic[RecordT]):
             if invocation is None:
                 run_unrecorded(self.call.store, body)
             else:
-                run_sync(self.call.flow(invocation), body)
+                self.call.run(invocation, body)
         except Exception as exc:
             return _failure(exc, body_errors)
         return None

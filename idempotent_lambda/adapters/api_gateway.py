@@ -32,7 +32,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._effects import run_async, run_sync
+from idempotent_lambda._effects import run_async
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
 from idempotent_lambda.adapters._http_event import Family, family_of
@@ -188,7 +188,7 @@ def _wrap(function: Callable[P, R], call: IdempotentCall, reader: IdentityReader
                 if plan is None:
                     result = run_unrecorded(store, body.run, commit_if=commit_if)
                 else:
-                    result = run_sync(call.flow(plan[0]), body.run)
+                    result = call.run(plan[0], body.run)
             except Exception as exc:
                 response = _answer_failure(exc, body, plan, event, reader)
                 if response is None:
