@@ -109,7 +109,10 @@ class IdempotentCall:
             raise
         inv.count_store_call(started)
         existing = outcome.previous
-        if not outcome.claimed and existing is not None and existing.status is Status.COMPLETED:
+        if outcome.claimed:
+            took_over = existing is not None and not existing.expired_at(inv.now_ms)
+            return self._run_claimed_here(inv, took_over, body)
+        if existing is not None and existing.status is Status.COMPLETED:
             self._validate(existing, inv)
             if cache is not None:
                 cache.put(existing)
@@ -173,18 +176,40 @@ class IdempotentCall:
 
     def _run_and_record(self, inv: Invocation, took_over: bool) -> Flow:
         """Run the body under this invocation's claim, then complete (or release) the record."""
-        store, cache = self.store, self.cache
         started = perf_counter()
-        transaction = open_transaction(store)  # current_transaction() while the body runs
+        transaction = open_transaction(self.store)  # current_transaction() while the body runs
         try:
             result = yield RUN_BODY
         except BaseException as exc:
             close_transaction(transaction)  # its writes are discarded
-            handler_ms = _ms_since(started)
-            yield from self._release(inv, exc, handler_ms)
+            yield from self._release(inv, exc, _ms_since(started))
             raise
         writes = close_transaction(transaction)
-        handler_ms = _ms_since(started)
+        return (yield from self._record(inv, result, _ms_since(started), took_over, writes))
+
+    def _run_claimed_here(self, inv: Invocation, took_over: bool, body: Callable[[], Any]) -> Any:
+        """`_run_and_record` for `run`: the body is called in this thread, not yielded."""
+        started = perf_counter()
+        transaction = open_transaction(self.store)
+        try:
+            result = body()
+        except BaseException as exc:
+            close_transaction(transaction)
+            run_sync(self._release(inv, exc, _ms_since(started)), _no_body)
+            raise
+        writes = close_transaction(transaction)
+        return run_sync(self._record(inv, result, _ms_since(started), took_over, writes), _no_body)
+
+    def _record(
+        self,
+        inv: Invocation,
+        result: Any,
+        handler_ms: float,
+        took_over: bool,
+        writes: Sequence[TransactItem],
+    ) -> Flow:
+        """Complete the record with the body's result, or release it when it is not kept."""
+        store, cache = self.store, self.cache
         if self.store_result_if is not None and not self.store_result_if(result):
             yield from self._release(inv, None, handler_ms)
             return result
@@ -440,6 +465,10 @@ class IdempotentCall:
             self.config.decision_hook,
             log=self.config.logger,
         )
+
+
+def _no_body() -> None:
+    raise AssertionError("this flow never runs the body")  # pragma: no cover
 
 
 def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
