@@ -21,8 +21,9 @@ from idempotent_lambda._effects import (
     run_sync,
 )
 from idempotent_lambda._identity import Invocation
-from idempotent_lambda._observability import Decision, Outcome, report, wanted
+from idempotent_lambda._observability import Decision, Outcome, audience, report
 from idempotent_lambda._result_codec import (
+    UNSTORABLE_START,
     decode_result,
     encode_result,
     unstorable_marker,
@@ -84,6 +85,7 @@ class IdempotentCall:
         self.store_result_if = store_result_if
         self.on_replay = on_replay
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
+        self._wanted = audience(config.decision_hook, config.logger)
 
     def run(self, inv: Invocation, body: Callable[[], Any]) -> Any:
         """Carry out one invocation in this thread: `flow`, driven by `run_sync`.
@@ -98,10 +100,13 @@ class IdempotentCall:
             if cached is not None:
                 self._validate(cached, inv)
                 return self._replay(cached, inv, source="cache")
-        claim, window = self._claim_request(inv, inv.now_ms)
+        now = inv.now_ms
+        claim = self._claim_record(inv, now)
         started = perf_counter()
         try:
-            outcome = self.store.claim(claim, **window)
+            outcome = self.store.claim(
+                claim, now_ms=now, lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS
+            )
         except BaseException as exc:
             inv.count_store_call(started)
             if isinstance(exc, IdempotencyPersistenceLayerError):
@@ -139,7 +144,8 @@ class IdempotentCall:
             if first is not None:
                 outcome, first = first, None
             else:
-                claim, window = self._claim_request(inv, now)
+                claim = self._claim_record(inv, now)
+                window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
                 try:
                     outcome = yield StoreCall("claim", store.claim, (claim,), inv, window)
                 except IdempotencyPersistenceLayerError as exc:
@@ -299,9 +305,9 @@ class IdempotentCall:
                 f"{type(exc).__name__}"
             ) from exc
 
-    def _claim_request(self, inv: Invocation, now: int) -> tuple[IdempotencyRecord, dict[str, int]]:
-        """Return the IN_PROGRESS record a claim at ``now`` writes, and the claim's time window."""
-        record = IdempotencyRecord(
+    def _claim_record(self, inv: Invocation, now: int) -> IdempotencyRecord:
+        """Return the IN_PROGRESS record a claim at ``now`` writes."""
+        return IdempotencyRecord(
             inv.key,
             Status.IN_PROGRESS,
             inv.expiry_seconds(now, self.config.expires_after_seconds),
@@ -310,7 +316,6 @@ class IdempotentCall:
             inv.payload_hash,
             inv.owner,
         )
-        return record, {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
 
     def _completed_record(self, inv: Invocation, data: str) -> IdempotencyRecord:
         expiry = self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds
@@ -426,7 +431,7 @@ class IdempotentCall:
         data = record.response_data
         if data is None:
             raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
-        reason = unstorable_reason(data)
+        reason = unstorable_reason(data) if data.startswith(UNSTORABLE_START) else None
         if reason is not None:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"
@@ -448,7 +453,7 @@ class IdempotentCall:
         error: str | None = None,
         op: str | None = None,
     ) -> None:
-        if not wanted(outcome, self.config.decision_hook, self.config.logger):
+        if not self._wanted(outcome):
             return
         report(
             Decision(

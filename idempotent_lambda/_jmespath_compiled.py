@@ -14,6 +14,8 @@ from typing import Any
 import jmespath
 from jmespath import functions
 
+from idempotent_lambda._jmespath_functions import BUILTINS, BuiltinFunctions
+
 _Closure = Callable[[Any, functions.Functions], Any]
 
 
@@ -101,9 +103,15 @@ def _chain(parts: list[_Closure]) -> _Closure:
 def _call(name: str, arguments: list[_Closure]) -> _Closure:
     if len(arguments) == 1:  # powertools_json(body) and the like: no comprehension per call
         (only,) = arguments
+        builtin = BUILTINS.get(name)
 
         def call_one(value: Any, fns: functions.Functions) -> Any:
-            return fns.call_function(name, [only(value, fns)])
+            argument = only(value, fns)
+            # The built-ins alone (no custom functions) on a string: exactly what JMESPath's
+            # checks would let through, so they are skipped.
+            if builtin is not None and type(fns) is BuiltinFunctions and type(argument) is str:
+                return builtin(fns, argument)
+            return fns.call_function(name, [argument])
 
         return call_one
 

@@ -81,7 +81,7 @@ class BuiltinFunctions(functions.Functions):
         name goes through the full checks), and the argument is exactly what the signature
         accepts, so the outcome is the same as JMESPath's.
         """
-        builtin = _BUILTINS.get(function_name)
+        builtin = BUILTINS.get(function_name)
         if (
             builtin is not None
             and isinstance(resolved_args, list)
@@ -93,7 +93,8 @@ class BuiltinFunctions(functions.Functions):
         return super().call_function(function_name, resolved_args)
 
 
-_BUILTINS: dict[str, Callable[..., Any]] = {
+#: The built-in methods by JMESPath name, to call directly once the arguments are checked.
+BUILTINS: dict[str, Callable[..., Any]] = {
     name: BuiltinFunctions.FUNCTION_TABLE[name]["function"]
     for name in ("powertools_json", "powertools_base64", "powertools_base64_gzip")
 }

@@ -87,16 +87,26 @@ class Decision:
 _METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
 
 
-def wanted(outcome: Outcome, hook: Callable[[Decision], None] | None, log: Any = None) -> bool:
-    """Tell whether a decision would reach anyone: a hook, or a logger enabled for its level.
+def audience(hook: Callable[[Decision], None] | None, log: Any = None) -> Callable[[Outcome], bool]:
+    """Return a test of whether a decision would reach anyone: a hook, or an enabled logger.
 
-    Lets the hot path skip building the `Decision` when nobody reads it.
+    Built once per decorated function, so the hot path skips building the `Decision` when
+    nobody reads it at the cost of one call. The logger's level is still asked every time.
     """
-    if hook is not None:
-        return True
     target = logger if log is None else log
     enabled = getattr(target, "isEnabledFor", None)
-    return enabled is None or bool(enabled(_LEVELS.get(outcome, logging.INFO)))
+    if hook is not None or enabled is None:
+        return _always
+    levels = _LEVELS
+
+    def logged(outcome: Outcome) -> bool:
+        return bool(enabled(levels.get(outcome, logging.INFO)))
+
+    return logged
+
+
+def _always(outcome: Outcome) -> bool:
+    return True
 
 
 def report(decision: Decision, hook: Callable[[Decision], None] | None, *, log: Any = None) -> None:

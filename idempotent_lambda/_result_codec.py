@@ -32,6 +32,8 @@ from idempotent_lambda.exceptions import (
 )
 
 UNSTORABLE_TAG = "$unstorable"
+#: How every unstorable-result marker starts (no result that starts otherwise is one).
+UNSTORABLE_START = '{"' + UNSTORABLE_TAG
 #: What decoding a damaged stored result raises: bad JSON, base64, UTF-8 or numbers
 #: (ValueError, ArithmeticError), wrapper contents of the wrong shape (TypeError), too deep.
 _NOT_DECODABLE = (ValueError, TypeError, ArithmeticError, RecursionError)
@@ -58,7 +60,6 @@ def encode_result(value: Any) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 _write = text_writer(_ENCODER)
 _SCALARS = (str, int, bool, type(None))
-_MARKER_START = '{"' + UNSTORABLE_TAG
 
 
 def _is_plain(value: Any) -> bool:
@@ -106,7 +107,7 @@ def unstorable_marker(reason: str) -> str:
 
 def unstorable_reason(text: str) -> str | None:
     """Return the reason when ``text`` is an unstorable-result marker, else None."""
-    if not text.startswith(_MARKER_START):
+    if not text.startswith(UNSTORABLE_START):
         return None
     try:
         return str(json.loads(text)[UNSTORABLE_TAG])
