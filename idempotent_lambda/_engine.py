@@ -194,7 +194,11 @@ class IdempotentCall:
         return (yield from self._record(inv, result, _ms_since(started), took_over, writes))
 
     def _run_claimed_here(self, inv: Invocation, took_over: bool, body: Callable[[], Any]) -> Any:
-        """`_run_and_record` for `run`: the body is called in this thread, not yielded."""
+        """`_run_and_record` for `run`: the body is called in this thread, not yielded.
+
+        The plain completion (no business writes, no adapter filter) is made directly too; every
+        other ending goes through the same generators as `flow`.
+        """
         started = perf_counter()
         transaction = open_transaction(self.store)
         try:
@@ -204,7 +208,21 @@ class IdempotentCall:
             run_sync(self._release(inv, exc, _ms_since(started)), _no_body)
             raise
         writes = close_transaction(transaction)
-        return run_sync(self._record(inv, result, _ms_since(started), took_over, writes), _no_body)
+        handler_ms = _ms_since(started)
+        if writes or self.store_result_if is not None:
+            return run_sync(self._record(inv, result, handler_ms, took_over, writes), _no_body)
+        try:
+            record = self._completed_record(inv, encode_result(self._to_storable(result)))
+            started = perf_counter()
+            try:
+                ok = self.store.complete(record)
+            finally:
+                inv.count_store_call(started)
+        except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
+            return run_sync(self._completion_failed(inv, result, handler_ms, exc), _no_body)
+        if not ok:
+            ok = run_sync(self._answer_was_lost(inv, Status.COMPLETED), _no_body)
+        return self._completed(inv, result, handler_ms, took_over, record, ok)
 
     def _record(
         self,
@@ -215,7 +233,6 @@ class IdempotentCall:
         writes: Sequence[TransactItem],
     ) -> Flow:
         """Complete the record with the body's result, or release it when it is not kept."""
-        store, cache = self.store, self.cache
         if self.store_result_if is not None and not self.store_result_if(result):
             yield from self._release(inv, None, handler_ms)
             return result
@@ -223,21 +240,42 @@ class IdempotentCall:
             return (yield from self._commit(inv, result, handler_ms, took_over, writes))
         try:
             record = self._completed_record(inv, encode_result(self._to_storable(result)))
-            ok = yield StoreCall("complete", store.complete, (record,), inv)
-        except IdempotencyUnstorableResultError as exc:
-            yield from self._store_marker(inv, str(exc), handler_ms)
-            raise
-        except IdempotencyPersistenceLayerError as exc:
-            self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
-            return result
-        if ok:
-            if cache is not None:
-                cache.put(record)
-        else:
+            ok = yield StoreCall("complete", self.store.complete, (record,), inv)
+        except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
+            return (yield from self._completion_failed(inv, result, handler_ms, exc))
+        if not ok:
             ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
+        return self._completed(inv, result, handler_ms, took_over, record, ok)
+
+    def _completion_failed(
+        self, inv: Invocation, result: Any, handler_ms: float, error: Exception
+    ) -> Flow:
+        """Handle a completion that failed after the body ran.
+
+        An unstorable result gets a marker record and the error is raised; a store failure is
+        logged and the body's result is still returned.
+        """
+        if isinstance(error, IdempotencyUnstorableResultError):
+            yield from self._store_marker(inv, str(error), handler_ms)
+            raise error
+        self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(error))
+        return result
+
+    def _completed(  # noqa: PLR0917 - the completion's whole state, all internal
+        self,
+        inv: Invocation,
+        result: Any,
+        handler_ms: float,
+        took_over: bool,
+        record: IdempotencyRecord,
+        ok: bool,
+    ) -> Any:
+        """Finish a completion: cache and log it, or log that the lease was lost meanwhile."""
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms)
             return result
+        if self.cache is not None:
+            self.cache.put(record)
         self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
         return result
 
@@ -472,7 +510,7 @@ class IdempotentCall:
         )
 
 
-def _no_body() -> None:
+def _no_body() -> Any:
     raise AssertionError("this flow never runs the body")  # pragma: no cover
 
 
