@@ -13,7 +13,6 @@ from jmespath.functions import Functions
 from idempotent_lambda._canonical import canonical_bytes, to_plain
 from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._jmespath_compiled import CompiledExpression
-from idempotent_lambda._jmespath_functions import BuiltinFunctions
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
@@ -104,6 +103,10 @@ def digest(config: IdempotencyConfig, value: Any, *, canonical: bool = False) ->
     ``canonical`` says ``value`` is plain parsed JSON that the C encoder already spells
     canonically (see `BuiltinFunctions.canonical_root`), so the normalising pass is skipped.
     """
+    return _digest(config, value, canonical)
+
+
+def _digest(config: IdempotencyConfig, value: Any, canonical: bool) -> str:
     hasher = _hashers.get(config.hash_function)
     if hasher is None:
         name = config.hash_function
@@ -145,7 +148,7 @@ def derive_invocation(
     """
     plain = payload if type(payload) is dict else to_plain(payload)
     functions = config._make_functions()
-    if config._validation_expression is not None and isinstance(functions, BuiltinFunctions):
+    if config._validation_expression is not None:
         functions.track_floats = True
     try:
         material = _search(config._key_expression, plain, functions, "event_key_jmespath")
@@ -157,19 +160,9 @@ def derive_invocation(
     finally:
         # JMESPath's interpreter sits in a reference cycle holding the functions object; drop
         # the parsed body now rather than when the garbage collector gets to the cycle.
-        canonical_root = None
-        if isinstance(functions, BuiltinFunctions):
-            canonical_root = functions.canonical_root
-            functions._last_json = functions.canonical_root = None
-    return build_invocation(
-        config,
-        material=material,
-        validated=validated,
-        prefix=prefix,
-        now_ms=now_ms,
-        context=context,
-        canonical_root=canonical_root,
-    )
+        canonical_root = functions.canonical_root
+        functions._last_json = functions.canonical_root = None
+    return _build(config, material, validated, prefix, now_ms, context, canonical_root)
 
 
 def build_invocation(
@@ -190,19 +183,31 @@ def build_invocation(
     Raises:
         IdempotencyKeyError: No key material while keys are required, or unhashable material.
     """
+    return _build(config, material, validated, prefix, now_ms, context, canonical_root)
+
+
+def _build(  # noqa: PLR0917 - `build_invocation` without keyword matching, per call
+    config: IdempotencyConfig,
+    material: Any,
+    validated: Any,
+    prefix: str,
+    now_ms: int,
+    context: LambdaContextLike | None,
+    canonical_root: Any,
+) -> Invocation | None:
     if is_missing(material):
         if config.raise_on_no_idempotency_key:
             raise IdempotencyKeyError("no idempotency key found in the payload")
         return None
     payload_hash = None
     if validated is not None or config._validation_expression is not None:
-        payload_hash = digest(
-            config, validated, canonical=canonical_root is not None and validated is canonical_root
+        payload_hash = _digest(
+            config, validated, canonical_root is not None and validated is canonical_root
         )
     remaining = remaining_ms(context)
     lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000
     return Invocation(
-        f"{prefix}#{digest(config, material, canonical=material is canonical_root)}",
+        f"{prefix}#{_digest(config, material, material is canonical_root)}",
         payload_hash,
         os.urandom(16).hex(),
         now_ms + lease_ms,

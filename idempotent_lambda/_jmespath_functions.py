@@ -8,7 +8,7 @@ import gzip
 import json
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from jmespath import functions
 
@@ -100,7 +100,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
 }
 
 
-def functions_factory(custom: functions.Functions | None) -> Callable[[], functions.Functions]:
+def functions_factory(custom: functions.Functions | None) -> Callable[[], BuiltinFunctions]:
     """Return a factory of per-invocation Functions: the built-ins plus the user's functions.
 
     The user's functions win where names clash. Each call copies the user's instance (shallow), so
@@ -110,9 +110,9 @@ def functions_factory(custom: functions.Functions | None) -> Callable[[], functi
         return BuiltinFunctions
     merged = type("MergedFunctions", (type(custom), BuiltinFunctions), {})
 
-    def make() -> functions.Functions:
+    def make() -> BuiltinFunctions:
         instance = copy.copy(custom)
         instance.__class__ = merged
-        return instance
+        return cast(BuiltinFunctions, instance)
 
     return make

@@ -11,7 +11,7 @@ from jmespath import functions
 from jmespath.exceptions import JMESPathError
 
 from idempotent_lambda._jmespath_compiled import CompiledExpression
-from idempotent_lambda._jmespath_functions import functions_factory
+from idempotent_lambda._jmespath_functions import BuiltinFunctions, functions_factory
 from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
 from idempotent_lambda.exceptions import IdempotencyConfigError
 
@@ -72,7 +72,7 @@ class IdempotencyConfig:
 
     _key_expression: Any = field(init=False, repr=False, compare=False)
     _validation_expression: Any = field(init=False, repr=False, compare=False)
-    _make_functions: Callable[[], functions.Functions] = field(
+    _make_functions: Callable[[], BuiltinFunctions] = field(
         init=False, repr=False, compare=False
     )
 

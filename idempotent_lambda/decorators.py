@@ -164,7 +164,8 @@ def _decorator(
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             payload, context = locate(args, kwargs)
-            token = current_lambda_context.set(_binding(context))
+            bound = as_lambda_context(context) or current_lambda_context.get()
+            token = current_lambda_context.set(bound)
             try:
                 invocation = prepare(payload, context)
                 if invocation is None:  # still commit writes queued on current_transaction()

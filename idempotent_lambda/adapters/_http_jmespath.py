@@ -21,7 +21,7 @@ from idempotent_lambda._jmespath_functions import BuiltinFunctions
 from idempotent_lambda.config import IdempotencyConfig
 
 _NOT_PARSED: Any = object()
-_body_aware_classes: dict[type[functions.Functions], type[functions.Functions]] = {}
+_body_aware_classes: dict[type[BuiltinFunctions], type[BuiltinFunctions]] = {}
 
 
 class ExpressionError(Exception):
@@ -99,7 +99,7 @@ _OVERRIDES: dict[str, Callable[..., Any]] = {
 }
 
 
-def _body_aware(cls: type[functions.Functions]) -> type[functions.Functions]:
+def _body_aware(cls: type[BuiltinFunctions]) -> type[BuiltinFunctions]:
     """Return a subclass of ``cls`` whose built-ins accept the parsed body (user's win)."""
     aware = _body_aware_classes.get(cls)
     if aware is None:

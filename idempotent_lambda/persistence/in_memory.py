@@ -62,9 +62,9 @@ class InMemoryPersistenceLayer:
         with self._lock:
             existing = self._read(record.idempotency_key)
             if not claim_allowed(existing, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms):
-                return ClaimOutcome(claimed=False, previous=existing)
-            self._write(record)
-            return ClaimOutcome(claimed=True, previous=existing)
+                return ClaimOutcome(False, existing)
+            self._records[record.idempotency_key] = (record, None)
+            return ClaimOutcome(True, existing)
 
     def complete(self, record: IdempotencyRecord) -> bool:
         """Replace the caller's IN_PROGRESS record, if it still owns it."""
@@ -141,9 +141,6 @@ class InMemoryPersistenceLayer:
         if stored is None:
             return record
         return replace(record, response_data=decode_stored_data(stored))
-
-    def _write(self, record: IdempotencyRecord) -> None:
-        self._records[record.idempotency_key] = (record, None)
 
     def _entry(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bytes | None]:
         """Return what is kept for ``record``: itself, or without its data plus the zlib bytes.
