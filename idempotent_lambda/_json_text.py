@@ -53,8 +53,9 @@ def text_writer(encoder: json.JSONEncoder) -> Callable[[Any], str]:
 
     ``JSONEncoder.encode`` builds a new C encoder object on every call. For an encoder without
     indentation or circular-reference checks (whose bookkeeping is per call) the C encoder can be
-    built once and called directly. It is checked against ``encoder.encode`` on a probe value
-    that exercises every option first; anything unexpected falls back to ``encoder.encode``.
+    built once and called directly. It is first checked against the encoder's pure-Python
+    implementation on a probe value that exercises every option; anything unexpected falls back
+    to ``encoder.encode``.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None or encoder.indent is not None or encoder.check_circular:
@@ -76,7 +77,7 @@ def text_writer(encoder: json.JSONEncoder) -> Callable[[Any], str]:
         def write(value: Any) -> str:
             return "".join(c_encoder(value, 0))
 
-        if write(_PROBE) != encoder.encode(_PROBE):
+        if write(_PROBE) != "".join(encoder.iterencode(_PROBE)):  # the pure-Python encoder
             return encoder.encode
     except Exception:  # a C encoder with another signature: keep the public path
         return encoder.encode

@@ -72,9 +72,7 @@ class IdempotencyConfig:
 
     _key_expression: Any = field(init=False, repr=False, compare=False)
     _validation_expression: Any = field(init=False, repr=False, compare=False)
-    _make_functions: Callable[[], BuiltinFunctions] = field(
-        init=False, repr=False, compare=False
-    )
+    _make_functions: Callable[[], BuiltinFunctions] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

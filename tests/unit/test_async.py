@@ -17,6 +17,7 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
+from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 
 EVENT = {"order_id": 7}
@@ -184,3 +185,75 @@ def test_async_nested_function_sees_the_handler_context(
 
     nested = store.claims[1]
     assert 0 <= idempotency_clock.now_ms() + 9_000 - lease_end_ms(nested) <= 1000
+
+
+def test_async_local_cache_replays_without_the_store(
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    decisions: Decisions,
+) -> None:
+    """Async functions share the cache rules: filled from the store's replay, then read first."""
+    store = SpyStore(idempotency_store)
+    config = IdempotencyConfig(use_local_cache=True, decision_hook=decisions)
+
+    def make() -> Any:
+        @idempotent(persistence_store=store, config=config, key_prefix="cached")
+        async def handler(event: dict[str, Any], context: Any) -> str:
+            return "done"
+
+        return handler
+
+    first, other_instance = make(), make()  # separate caches, one store
+
+    async def main() -> list[str]:
+        return [
+            await first(EVENT, lambda_context),  # claims and completes
+            await other_instance(EVENT, lambda_context),  # its cache is empty: from the store
+            await other_instance(EVENT, lambda_context),  # now from its cache
+            await first(EVENT, lambda_context),  # from the cache filled on completion
+        ]
+
+    assert ["done"] * 4 == asyncio.run(main())
+    assert {"claim": 2, "complete": 1} == dict(store.calls)
+    assert ["CLAIMED", "REPLAYED", "REPLAYED", "REPLAYED"] == decisions.outcomes
+    assert ["store", "cache", "cache"] == [d.source for d in decisions.items[1:]]
+
+
+def test_async_takeover_fences_the_old_owner(
+    idempotency_clock: ManualClock,
+    idempotency_store: InMemoryPersistenceLayer,
+    decisions: Decisions,
+) -> None:
+    """An async call taking over a passed lease wins; the old owner's completion is refused."""
+    config = IdempotencyConfig(decision_hook=decisions)
+
+    @idempotent(persistence_store=idempotency_store, config=config, key_prefix="fenced")
+    async def handler(event: dict[str, Any], context: Any) -> str:
+        if context.function_name == "slow":
+            idempotency_clock.advance(ms=5_000 + CLOCK_SKEW_TOLERANCE_MS + 1)
+            newer = await handler(event, FakeLambdaContext(10_000, clock=idempotency_clock))
+            assert "fast result" == newer
+            return "slow result"
+        return "fast result"
+
+    slow = FakeLambdaContext(5_000, clock=idempotency_clock, function_name="slow")
+    assert "slow result" == asyncio.run(handler(EVENT, slow))
+    assert "fast result" == asyncio.run(handler(EVENT, FakeLambdaContext(clock=idempotency_clock)))
+    assert ["TAKEN_OVER", "LEASE_LOST", "REPLAYED"] == decisions.outcomes
+
+
+def test_async_completion_failure_still_returns_the_result(
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    decisions: Decisions,
+) -> None:
+    """The store failing after an async body ran is logged; the caller still gets the result."""
+    store = SpyStore(idempotency_store, fail={"complete"})
+
+    @idempotent(persistence_store=store, config=IdempotencyConfig(decision_hook=decisions))
+    async def handler(event: dict[str, Any], context: Any) -> str:
+        return "done"
+
+    assert "done" == asyncio.run(handler(EVENT, lambda_context))
+    assert ["COMPLETE_FAILED"] == decisions.outcomes
+    assert "StoreDownError" == decisions.items[0].error

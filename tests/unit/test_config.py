@@ -488,3 +488,26 @@ def test_default_prefix_uses_the_function_name_from_the_environment(
     assert f"local.{__name__}.make_handler.<locals>.handler" == local.split("#")[0]
     assert f"orders-fn.{__name__}.make_handler.<locals>.handler" == named.split("#")[0]
     assert local.split("#")[1] == named.split("#")[1]
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw-environ", "os.environ"])
+def test_environment_reads_agree_with_os_environ(
+    monkeypatch: pytest.MonkeyPatch, raw: bool
+) -> None:
+    """The fast environment reads answer what ``os.environ`` answers, name changes included."""
+    from idempotent_lambda import _env
+
+    if not raw:
+        monkeypatch.setattr(_env, "_RAW", None)
+    assert (False, "local") == (_env.idempotency_disabled(), _env.lambda_function_name())
+    monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", " Yes ")
+    assert _env.idempotency_disabled()
+    monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "0")
+    assert not _env.idempotency_disabled()
+    names = [f"orders-{index}-é" for index in range(40)]  # more names than are remembered
+    seen = []
+    for name in names:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
+        seen.append(_env.lambda_function_name())
+    assert names == seen
+    assert len(_env._decoded_names) <= 17

@@ -177,3 +177,27 @@ def test_odd_contexts_fall_back_sensibly(
     handler(EVENT, context)
 
     assert idempotency_clock.now_ms() + lease_ms == store.claims[0].in_progress_expiry_timestamp
+
+
+class BrokenClaimStore(SpyStore):
+    """A custom store whose claim has a bug: it raises something that is not a store error."""
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Raise a plain programming error."""
+        raise KeyError("bug in a custom store")
+
+
+def test_a_custom_store_bug_on_claim_propagates_unreported(
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    decisions: Decisions,
+) -> None:
+    """Only store errors are reported as STORE_ERROR; a bug surfaces as itself, body not run."""
+    handler, runs = make_handler(
+        BrokenClaimStore(idempotency_store), IdempotencyConfig(decision_hook=decisions)
+    )
+    with pytest.raises(KeyError, match="bug in a custom store"):
+        handler(EVENT, lambda_context)
+    assert (0, []) == (runs.count, decisions.outcomes)

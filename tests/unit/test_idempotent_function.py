@@ -238,6 +238,29 @@ def test_same_payload_in_two_functions_gives_two_keys(
     assert 2 == runs.count
 
 
+def test_default_prefix_reads_the_function_name_on_every_call(
+    idempotency_store: InMemoryPersistenceLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AWS_LAMBDA_FUNCTION_NAME`` is read per call: changing it changes the stored key."""
+
+    @idempotent_function(data_keyword_argument="order", persistence_store=idempotency_store)
+    def charge(order: dict[str, Any]) -> str:
+        return "charged"
+
+    qualified = f"{charge.__module__}.{charge.__qualname__}#"
+    prefixes = []
+    for name in (None, "orders-prod", "orders-prod", "", "commandes-é"):
+        if name is None:
+            monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+        else:
+            monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
+        idempotency_store.clear()
+        charge(order={"id": 1})
+        ((key, _),) = idempotency_store._records.items()
+        prefixes.append(key.split(qualified)[0])
+    assert ["local.", "orders-prod.", "orders-prod.", "local.", "commandes-é."] == prefixes
+
+
 def test_nested_function_sees_the_handler_context(
     idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
 ) -> None:

@@ -28,6 +28,8 @@ EXPRESSIONS = [
     "a[0]",  # not compiled: evaluated by JMESPath
     "[a, b]",
     "length(items)",
+    "merge(a, b)",  # two arguments, both compiled
+    "not_null(a, b.c)",
 ]
 
 json_values = st.recursive(

@@ -128,3 +128,43 @@ def test_decision_levels(captured: list[logging.LogRecord]) -> None:
         "UNSTORABLE": "ERROR",
         "STORE_ERROR": "ERROR",
     } == levels
+
+
+def test_quiet_logger_gets_no_line_and_a_hook_still_gets_every_decision(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """The logger's level is asked on every decision; a decision hook hears them all."""
+    quiet = logging.getLogger(f"quiet-{uuid.uuid4().hex}")
+    quiet.setLevel(logging.WARNING)
+    lines: list[logging.LogRecord] = []
+    handler_ = logging.Handler()
+    handler_.emit = lines.append  # type: ignore[method-assign]
+    quiet.addHandler(handler_)
+    decisions = Decisions()
+
+    @idempotent(
+        persistence_store=idempotency_store,
+        config=IdempotencyConfig(event_key_jmespath="order_id", logger=quiet),
+    )
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return "done"
+
+    @idempotent(
+        persistence_store=idempotency_store,
+        config=IdempotencyConfig(
+            event_key_jmespath="order_id", logger=quiet, decision_hook=decisions
+        ),
+        key_prefix="hooked",
+    )
+    def hooked(event: dict[str, Any], context: Any) -> str:
+        return "done"
+
+    for _ in range(2):
+        handler({"order_id": 1}, lambda_context)
+        hooked({"order_id": 1}, lambda_context)
+    assert [] == lines
+    assert ["CLAIMED", "REPLAYED"] == decisions.outcomes
+
+    quiet.setLevel(logging.INFO)  # levels can change while the function is deployed
+    handler({"order_id": 1}, lambda_context)
+    assert ["REPLAYED"] == [r.idempotency["outcome"] for r in lines]  # type: ignore[attr-defined]

@@ -100,6 +100,21 @@ def test_a_replay_commits_nothing_again(
     assert 1 == len(idempotency_store.committed_writes)
 
 
+def test_a_committed_transaction_fills_the_local_cache(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """With the local cache on, the record committed with the writes replays without the store."""
+    handler = order_handler(
+        idempotency_store,
+        config=IdempotencyConfig(event_key_jmespath="order_id", use_local_cache=True),
+    )
+    first = handler({"order_id": 7}, lambda_context)
+    idempotency_store.clear()  # only the cache can answer now
+
+    assert first == handler({"order_id": 7}, lambda_context)
+    assert (0, []) == (len(idempotency_store), idempotency_store.committed_writes)
+
+
 def test_every_operation_in_document_form_is_converted() -> None:
     """Put, Update, Delete and ConditionCheck take Python values and queue DynamoDB's form."""
 
