@@ -113,7 +113,7 @@ def _digest(config: IdempotencyConfig, value: Any, canonical: bool) -> str:
         hasher = getattr(hashlib, name, None) or (lambda data: hashlib.new(name, data))
         _hashers[name] = hasher
     try:
-        return str(hasher(canonical_bytes(value, prepared=canonical)).hexdigest())
+        return hasher(canonical_bytes(value, prepared=canonical)).hexdigest()
     except RecursionError as exc:
         raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
     except ValueError as exc:  # an int too long to convert to text

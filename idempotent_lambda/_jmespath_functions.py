@@ -21,11 +21,12 @@ def _parse_float(text: str) -> float | int:
     # Integral floats ("4.0") come back as ints: equal values that the C encoder spells
     # canonically ("4"). Only the hashing path parses this way (see `track_floats`).
     number = float(text)
-    magnitude = abs(number)
-    if number.is_integer() and magnitude < 1e16:
-        return int(number)
-    if not 1e-4 <= magnitude < 1e16:
-        _floats.plain = False
+    if number.is_integer():
+        if -1e16 < number < 1e16:
+            return int(number)
+    elif 1e-4 <= number < 1e16 or -1e16 < number <= -1e-4:  # repr without an exponent
+        return number
+    _floats.plain = False
     return number
 
 
