@@ -111,6 +111,16 @@ def _float(value: float) -> Any:
     raise _ExactEncodingNeededError
 
 
+def canonical_text(value: Any) -> str:
+    """Return the canonical JSON of ``value`` already prepared for the C encoder.
+
+    The caller promises that ``value`` is plain JSON data whose floats all have a plain,
+    non-integral ``repr`` (as `BuiltinFunctions` parses it), so the C encoder's text is
+    canonical as it is.
+    """
+    return _write(value)
+
+
 def canonical_bytes(value: Any, *, prepared: bool = False) -> bytes:
     """Return the UTF-8 bytes of `canonical_json` (lone surrogates kept, not rejected).
 

@@ -39,6 +39,7 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore, TransactItem
 from idempotent_lambda.record import IdempotencyRecord, Status
+from idempotent_lambda.serialization import NoOpSerializer
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
 #: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
@@ -86,6 +87,7 @@ class IdempotentCall:
         self.on_replay = on_replay
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
         self._wanted = audience(config.decision_hook, config.logger)
+        self._rebuild = None if type(serializer) is NoOpSerializer else serializer.from_dict
 
     def run(self, inv: Invocation, body: Callable[[], Any]) -> Any:
         """Carry out one invocation in this thread: `flow`, driven by `run_sync`.
@@ -474,7 +476,9 @@ class IdempotentCall:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"
             )
-        response = self.serializer.from_dict(decode_result(data))
+        response = decode_result(data)
+        if self._rebuild is not None:
+            response = self._rebuild(response)
         if self.config.response_hook is not None:
             response = self.config.response_hook(response, record)
         if self.on_replay is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from jmespath.functions import Functions
 
-from idempotent_lambda._canonical import canonical_bytes, to_plain
+from idempotent_lambda._canonical import canonical_json, canonical_text, to_plain
 from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._jmespath_compiled import CompiledExpression
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
@@ -113,7 +113,8 @@ def _digest(config: IdempotencyConfig, value: Any, canonical: bool) -> str:
         hasher = getattr(hashlib, name, None) or (lambda data: hashlib.new(name, data))
         _hashers[name] = hasher
     try:
-        return hasher(canonical_bytes(value, prepared=canonical)).hexdigest()
+        text = canonical_text(value) if canonical else canonical_json(value)
+        return hasher(text.encode("utf-8", "surrogatepass")).hexdigest()
     except RecursionError as exc:
         raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
     except ValueError as exc:  # an int too long to convert to text
