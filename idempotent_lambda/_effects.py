@@ -13,17 +13,27 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 from types import MappingProxyType
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
 
-class StoreTally(Protocol):
-    """Where a store call's time is added up (the invocation it belongs to)."""
+class StoreTally:
+    """Store round trips of one invocation and the time they took, for its decision line.
 
-    def count_store_call(self, started: float) -> None:
+    The one mutable part of an invocation: the drivers add every store call to it.
+    """
+
+    __slots__ = ("calls", "ms")
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.calls = 0
+
+    def count(self, started: float) -> None:
         """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
-        ...
+        self.ms += (perf_counter() - started) * 1000
+        self.calls += 1
 
 
 _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
@@ -86,7 +96,7 @@ def run_sync(flow: Flow, body: Callable[[], T]) -> T:
                 sent = effect.function(*effect.args, **effect.kwargs)
             except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
                 error = exc
-            effect.tally.count_store_call(started)
+            effect.tally.count(started)
         elif effect is RUN_BODY:
             try:
                 sent = body()
@@ -114,7 +124,7 @@ async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
                 sent = await asyncio.to_thread(effect.function, *effect.args, **effect.kwargs)
             except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
                 error = exc
-            effect.tally.count_store_call(started)
+            effect.tally.count(started)
         elif effect is RUN_BODY:
             try:
                 sent = await body()

@@ -3,13 +3,18 @@
 `IdempotentCall.flow` is a generator that *describes* an invocation: it yields the effects it
 needs (a store call, a pause, running the body) and receives their outcomes. The drivers in
 `idempotent_lambda._effects` carry them out, for `def` and `async def` functions alike.
+
+`IdempotentCall.run`, the synchronous entry point, makes the first claim, runs the body and
+stores a plain result itself, since those need no suspension; every other ending (waiting,
+taking over, releasing, business transactions, store failures) is one of the flow's generators,
+driven by `run_sync`, so each rule still exists once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from time import perf_counter
-from typing import Any, cast
+from typing import Any
 
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda._effects import (
@@ -110,11 +115,11 @@ class IdempotentCall:
                 claim, now_ms=now, lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS
             )
         except BaseException as exc:
-            inv.count_store_call(started)
+            inv.tally.count(started)
             if isinstance(exc, IdempotencyPersistenceLayerError):
                 self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
             raise
-        inv.count_store_call(started)
+        inv.tally.count(started)
         existing = outcome.previous
         if outcome.claimed:
             took_over = existing is not None and not existing.expired_at(inv.now_ms)
@@ -149,7 +154,7 @@ class IdempotentCall:
                 claim = self._claim_record(inv, now)
                 window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
                 try:
-                    outcome = yield StoreCall("claim", store.claim, (claim,), inv, window)
+                    outcome = yield StoreCall("claim", store.claim, (claim,), inv.tally, window)
                 except IdempotencyPersistenceLayerError as exc:
                     self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
                     raise
@@ -219,7 +224,7 @@ class IdempotentCall:
             try:
                 ok = self.store.complete(record)
             finally:
-                inv.count_store_call(started)
+                inv.tally.count(started)
         except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
             return run_sync(self._completion_failed(inv, result, handler_ms, exc), _no_body)
         if not ok:
@@ -242,7 +247,7 @@ class IdempotentCall:
             return (yield from self._commit(inv, result, handler_ms, took_over, writes))
         try:
             record = self._completed_record(inv, encode_result(self._to_storable(result)))
-            ok = yield StoreCall("complete", self.store.complete, (record,), inv)
+            ok = yield StoreCall("complete", self.store.complete, (record,), inv.tally)
         except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
             return (yield from self._completion_failed(inv, result, handler_ms, exc))
         if not ok:
@@ -291,7 +296,7 @@ class IdempotentCall:
         """
         try:
             record = yield from self._store(
-                StoreCall("get", self.store.get, (inv.key,), inv), report_errors=False
+                inv, StoreCall("get", self.store.get, (inv.key,), inv.tally), report_errors=False
             )
         except IdempotencyPersistenceLayerError:
             return False
@@ -368,11 +373,11 @@ class IdempotentCall:
     ) -> Flow:
         record = self._completed_record(inv, data)
         call = (
-            StoreCall("complete", self.store.complete_with, (record, writes), inv)  # type: ignore[attr-defined]
+            StoreCall("complete", self.store.complete_with, (record, writes), inv.tally)  # type: ignore[attr-defined]
             if writes
-            else StoreCall("complete", self.store.complete, (record,), inv)
+            else StoreCall("complete", self.store.complete, (record,), inv.tally)
         )
-        ok = yield from self._store(call, report_errors=False)
+        ok = yield from self._store(inv, call, report_errors=False)
         if ok and self.cache is not None:
             self.cache.put(record)
         return ok
@@ -400,7 +405,8 @@ class IdempotentCall:
         """
         try:
             released = yield from self._store(
-                StoreCall("release", self.store.release, (inv.key, inv.owner), inv),
+                inv,
+                StoreCall("release", self.store.release, (inv.key, inv.owner), inv.tally),
                 report_errors=False,
             )
         except IdempotencyPersistenceLayerError as exc:
@@ -442,18 +448,19 @@ class IdempotentCall:
             yield Pause(pause)
             paused_ms += pause * 1000
             pause = min(pause * _WAIT_FACTOR, _WAIT_MAX_S)
-            holder = yield from self._store(StoreCall("get", self.store.get, (inv.key,), inv))
+            holder = yield from self._store(
+                inv, StoreCall("get", self.store.get, (inv.key,), inv.tally)
+            )
         if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
 
-    def _store(self, call: StoreCall, *, report_errors: bool = True) -> Flow:
+    def _store(self, inv: Invocation, call: StoreCall, *, report_errors: bool = True) -> Flow:
         """Yield ``call``; a store failure is reported as STORE_ERROR when ``report_errors``."""
         try:
             return (yield call)
         except IdempotencyPersistenceLayerError as exc:
             if report_errors:
-                inv = cast(Invocation, call.tally)
                 self._report(
                     Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op=call.operation
                 )
@@ -502,9 +509,9 @@ class IdempotentCall:
                 outcome=outcome,
                 function=self.function_name,
                 key=inv.key,
-                store_ms=inv.store_ms,
+                store_ms=inv.tally.ms,
                 handler_ms=handler_ms,
-                store_calls=inv.store_calls,
+                store_calls=inv.tally.calls,
                 source=source,
                 error=error,
                 operation=op or _FAILED_OPERATION.get(outcome),

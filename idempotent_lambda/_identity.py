@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from jmespath.functions import Functions
 
 from idempotent_lambda._canonical import canonical_json, canonical_text, to_plain
+from idempotent_lambda._effects import StoreTally
 from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._jmespath_compiled import CompiledExpression
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
@@ -21,8 +21,10 @@ _hashers: dict[str, Callable[[bytes], Any]] = {}
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
-class Invocation:
-    """Who this invocation is, as every store call needs it, and what its store calls cost.
+class Invocation(NamedTuple):
+    """Who this invocation is, as every store call needs it: an immutable value.
+
+    A named tuple: one is built per call, and nothing immutable is cheaper to build.
 
     Attributes:
         key: ``"{prefix}#{hexdigest}"``.
@@ -31,47 +33,20 @@ class Invocation:
         lease_end_ms: When this invocation's claim stops protecting it.
         deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
         now_ms: The store clock's reading the identity was derived at (the first claim's time).
-        store_ms: Time spent in store calls so far (for the decision line).
-        store_calls: Store round trips so far.
+        tally: Its store calls so far (the one mutable thing it carries).
     """
 
-    __slots__ = (
-        "deadline_ms",
-        "key",
-        "lease_end_ms",
-        "now_ms",
-        "owner",
-        "payload_hash",
-        "store_calls",
-        "store_ms",
-    )
-
-    def __init__(  # noqa: PLR0917 - built in two places, both internal
-        self,
-        key: str,
-        payload_hash: str | None,
-        owner: str,
-        lease_end_ms: int,
-        deadline_ms: int | None,
-        now_ms: int,
-    ) -> None:
-        self.key = key
-        self.payload_hash = payload_hash
-        self.owner = owner
-        self.lease_end_ms = lease_end_ms
-        self.deadline_ms = deadline_ms
-        self.now_ms = now_ms
-        self.store_ms = 0.0
-        self.store_calls = 0
+    key: str
+    payload_hash: str | None
+    owner: str
+    lease_end_ms: int
+    deadline_ms: int | None
+    now_ms: int
+    tally: StoreTally
 
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
         return max(now_ms // 1000 + expires_after_seconds, -(-self.lease_end_ms // 1000))
-
-    def count_store_call(self, started: float) -> None:
-        """Add one store call that began at ``started`` (a `time.perf_counter` reading)."""
-        self.store_ms += (time.perf_counter() - started) * 1000
-        self.store_calls += 1
 
 
 def default_prefix(function: Callable[..., Any]) -> str:
@@ -214,6 +189,7 @@ def _build(  # noqa: PLR0917 - `build_invocation` without keyword matching, per 
         now_ms + lease_ms,
         None if remaining is None else now_ms + remaining,
         now_ms,
+        StoreTally(),
     )
 
 
