@@ -474,7 +474,8 @@ class IdempotentCall:
             )
 
     def _replay(self, record: IdempotencyRecord, inv: Invocation, source: str) -> Any:
-        self._report(Outcome.REPLAYED, inv, None, source=source)
+        if self._wanted(Outcome.REPLAYED):  # the commonest decision: skip the call when unheard
+            self._report(Outcome.REPLAYED, inv, None, source=source)
         data = record.response_data
         if data is None:
             raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
