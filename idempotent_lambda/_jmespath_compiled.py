@@ -27,13 +27,16 @@ class CompiledExpression:
         parsed: JMESPath's AST (dicts with ``type``, ``value``, ``children``).
     """
 
-    __slots__ = ("_fast", "_parsed_result", "expression", "parsed")
+    __slots__ = ("_fast", "_parsed_result", "expression", "parsed", "search_with")
 
     def __init__(self, expression: str) -> None:
         self._parsed_result = jmespath.compile(expression)
         self.expression = expression
         self.parsed: dict[str, Any] = dict(self._parsed_result.parsed)
         self._fast = _compile(self.parsed)
+        #: ``search_with(value, custom_functions)``: evaluate with these functions (no
+        #: `jmespath.Options`); the fast path's closure itself when there is one.
+        self.search_with: _Closure = self._fast or self._interpret
 
     def search(self, value: Any, options: jmespath.Options | None = None) -> Any:
         """Evaluate the expression on ``value`` (same result as ``jmespath.search``)."""
@@ -42,10 +45,7 @@ class CompiledExpression:
             return self._fast(value, custom)
         return self._parsed_result.search(value, options=options)
 
-    def search_with(self, value: Any, custom_functions: functions.Functions) -> Any:
-        """Evaluate the expression on ``value`` with these functions (no `jmespath.Options`)."""
-        if self._fast is not None:
-            return self._fast(value, custom_functions)
+    def _interpret(self, value: Any, custom_functions: functions.Functions) -> Any:
         return self._parsed_result.search(
             value, options=jmespath.Options(custom_functions=custom_functions)
         )
