@@ -97,13 +97,14 @@ def run_sync(flow: Flow, body: Callable[[], T]) -> T:
             except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
                 error = exc
             effect.tally.count(started)
-        elif effect is RUN_BODY:
+        else:
             try:
-                sent = body()
+                if effect is RUN_BODY:
+                    sent = body()
+                else:
+                    time.sleep(cast(Pause, effect).seconds)
             except BaseException as exc:
                 error = exc
-        else:
-            time.sleep(cast(Pause, effect).seconds)
 
 
 async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
@@ -125,10 +126,11 @@ async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
             except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
                 error = exc
             effect.tally.count(started)
-        elif effect is RUN_BODY:
+        else:
             try:
-                sent = await body()
+                if effect is RUN_BODY:
+                    sent = await body()
+                else:
+                    await asyncio.sleep(cast(Pause, effect).seconds)
             except BaseException as exc:
                 error = exc
-        else:
-            await asyncio.sleep(cast(Pause, effect).seconds)

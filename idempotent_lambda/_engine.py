@@ -330,7 +330,7 @@ class IdempotentCall:
                     f"nothing was written, because the result cannot be stored: {exc}"
                 ) from exc
             raise
-        if not ok:  # botocore's retries reuse the ClientRequestToken, but check as `flow` does
+        if not ok:  # botocore's retries reuse the ClientRequestToken; check as `_record` does
             ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms, op="complete")
