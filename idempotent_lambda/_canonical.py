@@ -124,11 +124,9 @@ def canonical_text(value: Any) -> str:
 def canonical_bytes(value: Any, *, prepared: bool = False) -> bytes:
     """Return the UTF-8 bytes of `canonical_json` (lone surrogates kept, not rejected).
 
-    ``prepared`` promises that ``value`` is plain JSON data whose floats all have a plain,
-    non-integral ``repr`` (as `BuiltinFunctions` parses it), so the C encoder's text is
-    canonical as it is.
+    ``prepared`` makes the promise of `canonical_text`.
     """
-    text = _write(value) if prepared else canonical_json(value)
+    text = canonical_text(value) if prepared else canonical_json(value)
     return text.encode("utf-8", "surrogatepass")
 
 
