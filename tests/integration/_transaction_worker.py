@@ -8,7 +8,10 @@ SIGKILLs its own process at ``KILL_POINT``:
 - ``before_body``: the claim is written, the body has not started;
 - ``after_queue``: inside the body, right after the write was queued;
 - ``before_commit``: the ``TransactWriteItems`` request is built but not sent;
-- ``in_flight``: the request is on its way (a timer kills the process a moment after sending);
+- ``in_flight``: the request is on its way (a timer kills the process a moment after sending;
+  used against an external server, where whether the request got out is left open);
+- ``in_flight_server``: the same, but the in-process test server kills the worker once the
+  whole request has arrived, so the outcome does not depend on the machine's load;
 - ``after_commit``: the transaction's answer has arrived, before the handler returns;
 - ``none``: no kill; the worker prints the result.
 

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -407,34 +408,65 @@ KILL_POINTS = ["before_body", "after_queue", "before_commit", "in_flight", "afte
 WORKER_LEASE_MS = 60_000
 
 
-@pytest.fixture
-def slow_transactions(monkeypatch: pytest.MonkeyPatch) -> threading.Event | None:
-    """Make the in-process moto server take 0.5 s per transaction; None on an external server.
+class ServerSideKill:
+    """Kills an armed worker from inside the in-process moto server, once its request arrived.
 
-    So the ``in_flight`` worker is surely dead before the server commits what it sent. The event
-    is set once the server has finished a transaction.
+    So the ``in_flight`` worker is surely dead, with its whole request received, before the
+    server commits it: no timer in the worker races the machine's load. ``done`` is set once the
+    server has finished a transaction.
     """
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.armed = threading.Event()
+        self.pid = 0
+
+    def arm(self, pid: int) -> None:
+        """Kill process ``pid`` when the next transaction reaches the server."""
+        self.pid = pid
+        self.armed.set()
+
+    def kill_armed_worker(self) -> None:
+        """SIGKILL the armed worker and wait until it is gone (a zombie counts as gone)."""
+        if not self.armed.is_set():
+            return
+        os.kill(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                return
+            if state in ("Z", "X"):
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"worker {self.pid} still alive 60 s after SIGKILL")
+
+
+@pytest.fixture
+def server_side_kill(monkeypatch: pytest.MonkeyPatch) -> ServerSideKill | None:
+    """Let the in-process moto server kill the worker; None on an external server."""
     if os.environ.get("IDEMPOTENT_LAMBDA_TEST_ENDPOINT"):
         return None
     from moto.dynamodb.models import DynamoDBBackend
 
     original = DynamoDBBackend.transact_write_items
-    done = threading.Event()
+    killer = ServerSideKill()
 
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.5)
+    def kill_then_commit(*args: Any, **kwargs: Any) -> Any:
+        killer.kill_armed_worker()
         try:
             return original(*args, **kwargs)
         finally:
-            done.set()
+            killer.done.set()
 
-    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", slow)
-    return done
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", kill_then_commit)
+    return killer
 
 
 @pytest.mark.parametrize("kill_point", KILL_POINTS)
 def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_once(
-    slow_transactions: threading.Event | None,
+    server_side_kill: ServerSideKill | None,
     dynamodb_endpoint: str,
     dynamodb_client: DynamoDBClient,
     idempotency_table: str,
@@ -448,24 +480,29 @@ def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_onc
     When neither does, the record is IN_PROGRESS until its lease ends; then a retry (here on a
     clock moved past the lease, instead of sleeping) writes both, once; later retries replay.
     """
-    worker = subprocess.run(
+    server_kills = kill_point == "in_flight" and server_side_kill is not None
+    worker = subprocess.Popen(
         [
             sys.executable,
             str(HERE / "_transaction_worker.py"),
             dynamodb_endpoint,
             idempotency_table,
             orders_table,
-            kill_point,
+            "in_flight_server" if server_kills else kill_point,
             str(WORKER_LEASE_MS),
         ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=60,
-        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert -9 == worker.returncode, worker.stderr.decode()[-2000:]
-    if kill_point == "in_flight" and slow_transactions is not None:
-        assert slow_transactions.wait(10)  # the server finishes what the dead worker sent
+    if server_kills:
+        assert server_side_kill is not None
+        server_side_kill.arm(worker.pid)
+    _, stderr = worker.communicate(timeout=120)
+    assert -9 == worker.returncode, stderr.decode()[-2000:]
+    if server_kills:
+        assert server_side_kill is not None
+        assert server_side_kill.done.wait(60)  # the server finishes what the dead worker sent
 
     order_id = "order-7"
     orders = items(dynamodb_client, orders_table)
@@ -476,9 +513,7 @@ def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_onc
         assert [orders[0]["writer"]["S"]] == [json.loads(record["data"]["S"])["writer"]]
     else:  # neither
         assert ("IN_PROGRESS", []) == (record["status"]["S"], orders)
-    if kill_point == "after_commit" or (
-        kill_point == "in_flight" and slow_transactions is not None
-    ):
+    if kill_point == "after_commit" or server_kills:
         assert completed  # in flight: the server finishes what it received from a dead client
     elif kill_point != "in_flight":
         assert not completed
