@@ -256,44 +256,15 @@ class IdempotentCall:
         if writes:
             return (yield from self._commit(inv, result, handler_ms, took_over, writes))
         try:
-            record = self._completed_record(inv, encode_result(self._to_storable(result)))
-            ok = yield StoreCall("complete", self.store.complete, (record,), inv.tally)
-        except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
-            return (yield from self._completion_failed(inv, result, handler_ms, exc))
-        if not ok:
-            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
-        return self._completed(inv, result, handler_ms, took_over, record, ok)
-
-    def _completion_failed(
-        self, inv: Invocation, result: Any, handler_ms: float, error: Exception
-    ) -> Flow:
-        """Handle a completion that failed after the body ran.
-
-        An unstorable result gets a marker record and the error is raised; a store failure is
-        logged and the body's result is still returned.
-        """
-        if isinstance(error, IdempotencyUnstorableResultError):
-            yield from self._store_marker(inv, str(error), handler_ms)
-            raise error
-        self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(error))
-        return result
-
-    def _completed(  # noqa: PLR0917 - the completion's whole state, all internal
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        record: IdempotencyRecord,
-        ok: bool,
-    ) -> Any:
-        """Finish a completion: cache and log it, or log that the lease was lost meanwhile."""
-        if not ok:
-            self._report(Outcome.LEASE_LOST, inv, handler_ms)
+            ok = yield from self._write_completed(inv, encode_result(self._to_storable(result)))
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._store_marker(inv, str(exc), handler_ms)  # retries raise it too
+            raise
+        except IdempotencyPersistenceLayerError as exc:  # logged; the caller gets its result
+            self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return result
-        if self.cache is not None:
-            self.cache.put(record)
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
+        claimed = Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED
+        self._report(claimed if ok else Outcome.LEASE_LOST, inv, handler_ms)
         return result
 
     def _answer_was_lost(self, inv: Invocation, expected: Status | None) -> Flow:
@@ -340,8 +311,6 @@ class IdempotentCall:
                     f"nothing was written, because the result cannot be stored: {exc}"
                 ) from exc
             raise
-        if not ok:  # botocore's retries reuse the ClientRequestToken; check as `_record` does
-            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms, op="complete")
             raise IdempotencyAlreadyInProgressError(
@@ -381,6 +350,12 @@ class IdempotentCall:
     def _write_completed(
         self, inv: Invocation, data: str, writes: Sequence[TransactItem] = ()
     ) -> Flow:
+        """Complete the record with ``data`` (and ``writes``); False when the lease was lost.
+
+        A refused write is checked with `_answer_was_lost`: botocore retries a write whose answer
+        was lost (transactions with the same ClientRequestToken), and the retry is refused by
+        the write itself.
+        """
         record = self._completed_record(inv, data)
         call = (
             StoreCall(
@@ -390,6 +365,8 @@ class IdempotentCall:
             else StoreCall("complete", self.store.complete, (record,), inv.tally)
         )
         ok = yield from self._store(inv, call, report_errors=False)
+        if not ok:
+            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if ok and self.cache is not None:
             self.cache.put(record)
         return ok
