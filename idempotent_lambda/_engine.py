@@ -239,33 +239,35 @@ class IdempotentCall:
             yield from self._release(inv, exc, _ms_since(started))
             raise
         writes = close_transaction(transaction)
-        return (yield from self._record(inv, result, _ms_since(started), took_over, writes))
-
-    def _record(
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        writes: Sequence[TransactItem],
-    ) -> Flow:
-        """Complete the record with the body's result, or release it when it is not kept."""
+        handler_ms = _ms_since(started)
         if self.store_result_if is not None and not self.store_result_if(result):
-            yield from self._release(inv, None, handler_ms)
+            yield from self._release(inv, None, handler_ms)  # not kept: a retry runs again
             return result
         if writes:
-            return (yield from self._commit(inv, result, handler_ms, took_over, writes))
+            completed = yield from self._commit(inv, result, handler_ms, writes)
+        else:
+            completed = yield from self._complete(inv, result, handler_ms)
+        if completed:
+            self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
+        return result
+
+    def _complete(self, inv: Invocation, result: Any, handler_ms: float) -> Flow:
+        """Complete the record with the body's result; False when that failed (and is logged).
+
+        A store failure or a lost lease is only logged: the caller still gets the result. An
+        unstorable result leaves a marker, so retries raise too, and raises now.
+        """
         try:
             ok = yield from self._write_completed(inv, encode_result(self._to_storable(result)))
         except IdempotencyUnstorableResultError as exc:
-            yield from self._store_marker(inv, str(exc), handler_ms)  # retries raise it too
+            yield from self._store_marker(inv, str(exc), handler_ms)
             raise
-        except IdempotencyPersistenceLayerError as exc:  # logged; the caller gets its result
+        except IdempotencyPersistenceLayerError as exc:
             self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
-            return result
-        claimed = Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED
-        self._report(claimed if ok else Outcome.LEASE_LOST, inv, handler_ms)
-        return result
+            return False
+        if not ok:
+            self._report(Outcome.LEASE_LOST, inv, handler_ms)
+        return ok
 
     def _answer_was_lost(self, inv: Invocation, expected: Status | None) -> Flow:
         """After a refused complete/release, tell whether our own write is what refused it.
@@ -286,12 +288,7 @@ class IdempotentCall:
         return record is not None and record.status is expected and record.owner == inv.owner
 
     def _commit(
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        writes: Sequence[TransactItem],
+        self, inv: Invocation, result: Any, handler_ms: float, writes: Sequence[TransactItem]
     ) -> Flow:
         """Complete in one transaction with the body's business writes: all commit, or none.
 
@@ -317,8 +314,7 @@ class IdempotentCall:
                 "this invocation's lease passed before its transaction committed, and another "
                 "invocation holds the key now; nothing was written"
             )
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
-        return result
+        return True
 
     def _to_storable(self, result: Any) -> Any:
         try:
