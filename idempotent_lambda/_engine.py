@@ -143,16 +143,15 @@ class IdempotentCall:
         material) is logged SKIPPED. Without an invocation the body still runs inside a
         transaction, whose queued writes commit when the body returns (`unrecorded`).
         """
-        token = current_lambda_context.set(
-            as_lambda_context(context) or current_lambda_context.get()
-        )
+        bound = as_lambda_context(context) or current_lambda_context.get()
+        token = current_lambda_context.set(bound)
         try:
             invocation = None
             if derive is not None:
                 if idempotency_disabled():
                     self.note(Outcome.DISABLED)
                 else:
-                    invocation = derive(self.config.bound_context())
+                    invocation = derive(bound or self.config.bound_context())
                     if invocation is None:
                         self.note(Outcome.SKIPPED)
             if invocation is None:
