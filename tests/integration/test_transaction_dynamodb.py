@@ -407,34 +407,62 @@ KILL_POINTS = ["before_body", "after_queue", "before_commit", "in_flight", "afte
 WORKER_LEASE_MS = 60_000
 
 
-@pytest.fixture
-def slow_transactions(monkeypatch: pytest.MonkeyPatch) -> threading.Event | None:
-    """Make the in-process moto server take 0.5 s per transaction; None on an external server.
+@dataclasses.dataclass
+class HeldServer:
+    """The in-process moto server's transactions, which the test can hold and let go."""
 
-    So the ``in_flight`` worker is surely dead before the server commits what it sent. The event
-    is set once the server has finished a transaction.
+    hold: bool = False
+    received: threading.Event = dataclasses.field(default_factory=threading.Event)
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+@pytest.fixture
+def held_transactions(monkeypatch: pytest.MonkeyPatch) -> HeldServer | None:
+    """Let the test hold the in-process server's transactions; None on an external server.
+
+    With ``hold`` set, the server takes a transaction's request and waits for ``release``
+    before it commits, so the test kills the sender while its request is surely in flight (no
+    timer races the send). ``done`` is set once the server has finished a transaction.
     """
     if os.environ.get("IDEMPOTENT_LAMBDA_TEST_ENDPOINT"):
         return None
     from moto.dynamodb.models import DynamoDBBackend
 
     original = DynamoDBBackend.transact_write_items
-    done = threading.Event()
+    server = HeldServer()
 
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.5)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        server.received.set()
+        if server.hold:
+            server.release.wait(60)
         try:
             return original(*args, **kwargs)
         finally:
-            done.set()
+            server.done.set()
 
-    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", slow)
-    return done
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", held)
+    return server
+
+
+def kill_in_flight(
+    command: list[str], env: dict[str, str], server: HeldServer
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the worker without a kill of its own; SIGKILL it while the server holds its request."""
+    server.hold = True
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert server.received.wait(60), "the worker never sent its transaction"
+        worker.kill()
+        stdout, stderr = worker.communicate(timeout=60)
+    finally:
+        server.release.set()
+    return subprocess.CompletedProcess(command, worker.returncode, stdout, stderr)
 
 
 @pytest.mark.parametrize("kill_point", KILL_POINTS)
 def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_once(
-    slow_transactions: threading.Event | None,
+    held_transactions: HeldServer | None,
     dynamodb_endpoint: str,
     dynamodb_client: DynamoDBClient,
     idempotency_table: str,
@@ -448,24 +476,26 @@ def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_onc
     When neither does, the record is IN_PROGRESS until its lease ends; then a retry (here on a
     clock moved past the lease, instead of sleeping) writes both, once; later retries replay.
     """
-    worker = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "_transaction_worker.py"),
-            dynamodb_endpoint,
-            idempotency_table,
-            orders_table,
-            kill_point,
-            str(WORKER_LEASE_MS),
-        ],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    held = kill_point == "in_flight" and held_transactions is not None
+    command = [
+        sys.executable,
+        str(HERE / "_transaction_worker.py"),
+        dynamodb_endpoint,
+        idempotency_table,
+        orders_table,
+        "none" if held else kill_point,  # held: the test kills it, not a timer of its own
+        str(WORKER_LEASE_MS),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if held:
+        assert held_transactions is not None
+        worker = kill_in_flight(command, env, held_transactions)
+    else:
+        worker = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
     assert -9 == worker.returncode, worker.stderr.decode()[-2000:]
-    if kill_point == "in_flight" and slow_transactions is not None:
-        assert slow_transactions.wait(10)  # the server finishes what the dead worker sent
+    if held:
+        assert held_transactions is not None
+        assert held_transactions.done.wait(60)  # the server finishes what the dead worker sent
 
     order_id = "order-7"
     orders = items(dynamodb_client, orders_table)
@@ -477,7 +507,7 @@ def test_a_killed_worker_leaves_both_or_neither_and_a_retry_finishes_exactly_onc
     else:  # neither
         assert ("IN_PROGRESS", []) == (record["status"]["S"], orders)
     if kill_point == "after_commit" or (
-        kill_point == "in_flight" and slow_transactions is not None
+        kill_point == "in_flight" and held_transactions is not None
     ):
         assert completed  # in flight: the server finishes what it received from a dead client
     elif kill_point != "in_flight":
