@@ -3,16 +3,18 @@
 A flow (`idempotent_lambda._engine.IdempotentCall.flow`) is a generator that describes one
 invocation as a sequence of effects; it never does I/O itself. `run_sync` performs the effects in
 the calling thread, `run_async` without blocking the event loop, so `def` and `async def`
-functions share one state machine.
+functions share one state machine. What both drivers share (stepping the flow, handing each
+effect's result or error back to it, timing store calls) is `_Steps`; a driver only says how
+each effect is performed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from time import perf_counter
-from types import MappingProxyType
+from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
@@ -62,6 +64,10 @@ class StoreCall:
         self.tally = tally
         self.kwargs = kwargs
 
+    def __call__(self) -> Any:
+        """Make the call (in the thread that calls this)."""
+        return self.function(*self.args, **self.kwargs)
+
 
 @dataclass(frozen=True, slots=True)
 class Pause:
@@ -81,56 +87,114 @@ Flow = Generator[Effect, Any, Any]
 
 def run_sync(flow: Flow, body: Callable[[], T]) -> T:
     """Carry out a flow's effects in this thread and return its result."""
-    send, throw = flow.send, flow.throw
-    sent: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = send(sent) if error is None else throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        sent = error = None
-        if type(effect) is StoreCall:
-            started = perf_counter()
-            try:
-                sent = effect.function(*effect.args, **effect.kwargs)
-            except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-                error = exc
-            effect.tally.count(started)
-        else:
-            try:
-                if effect is RUN_BODY:
-                    sent = body()
-                else:
-                    time.sleep(cast(Pause, effect).seconds)
-            except BaseException as exc:
-                error = exc
+    steps = _Steps(flow)
+    for effect in steps:
+        with steps.answer(effect):
+            if effect is RUN_BODY:
+                steps.sent = body()
+            elif type(effect) is StoreCall:
+                steps.sent = effect()
+            else:
+                time.sleep(cast(Pause, effect).seconds)
+    return cast(T, steps.result)
 
 
 async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
     """Carry out a flow's effects without blocking the event loop and return its result."""
     import asyncio  # only async callers pay for importing it
 
-    sent: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = flow.send(sent) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        sent = error = None
+    steps = _Steps(flow)
+    for effect in steps:
+        with steps.answer(effect):
+            if effect is RUN_BODY:
+                steps.sent = await body()
+            elif type(effect) is StoreCall:
+                steps.sent = await asyncio.to_thread(effect)
+            else:
+                await asyncio.sleep(cast(Pause, effect).seconds)
+    return cast(T, steps.result)
+
+
+class _Steps:
+    """Steps a flow: iterating gives its effects, `answer` hands each one's outcome back.
+
+    An effect's exception is caught and thrown into the flow at the point that yielded it, so
+    the flow decides (a body's exception, for instance, releases the record and re-raises).
+    """
+
+    __slots__ = ("_effect", "_flow", "_started", "error", "result", "sent")
+
+    def __init__(self, flow: Flow) -> None:
+        self._flow = flow
+        self._effect: Effect | None = None
+        self._started = 0.0
+        self.sent: Any = None
+        self.error: BaseException | None = None
+        self.result: Any = None
+
+    def __iter__(self) -> Iterator[Effect]:
+        flow = self._flow
+        while True:
+            try:
+                effect = flow.send(self.sent) if self.error is None else flow.throw(self.error)
+            except StopIteration as stop:
+                self.result = stop.value
+                return
+            self.sent = self.error = None
+            yield effect
+
+    def answer(self, effect: Effect) -> _Steps:
+        """Return the context that performs ``effect``: its error goes back to the flow."""
+        self._effect = effect
+        self._started = perf_counter()
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        effect = self._effect
         if type(effect) is StoreCall:
-            started = perf_counter()
-            try:
-                sent = await asyncio.to_thread(effect.function, *effect.args, **effect.kwargs)
-            except BaseException as exc:  # handed back to the flow, which re-raises it unchanged
-                error = exc
-            effect.tally.count(started)
-        else:
-            try:
-                if effect is RUN_BODY:
-                    sent = await body()
-                else:
-                    await asyncio.sleep(cast(Pause, effect).seconds)
-            except BaseException as exc:
-                error = exc
+            effect.tally.count(self._started)
+        self.error = error
+        return True  # handed back to the flow, which re-raises it unchanged
+
+
+class TrackedBody:
+    """The decorated function bound to its arguments, noting how far its call got.
+
+    Adapters answer an error by where it arose: before the body started, it is the engine
+    refusing; while it ran, it is the function's own; after it returned, it came from recording
+    the result (a completion or a transaction's commit).
+    """
+
+    __slots__ = ("_call", "returned", "started")
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._call = call
+        self.started = False
+        self.returned = False
+
+    @property
+    def raised(self) -> bool:
+        """Tell whether the function itself raised (it started and did not return)."""
+        return self.started and not self.returned
+
+    def run(self) -> Any:
+        """Call a ``def`` function."""
+        self.started = True
+        result = self._call()
+        self.returned = True
+        return result
+
+    async def run_async(self) -> Any:
+        """Call an ``async def`` function."""
+        self.started = True
+        result = await self._call()
+        self.returned = True
+        return result

@@ -2,19 +2,25 @@
 
 `IdempotentCall.flow` is a generator that *describes* an invocation: it yields the effects it
 needs (a store call, a pause, running the body) and receives their outcomes. The drivers in
-`idempotent_lambda._effects` carry them out, for `def` and `async def` functions alike.
+`idempotent_lambda._effects` carry them out: `run_sync` for ``def`` functions, `run_async` for
+``async def`` ones. Decorators and adapters enter through `IdempotentCall.call` and
+`IdempotentCall.acall`, which drive `IdempotentCall.enter` (bind the Lambda context, derive the
+identity, then `flow` or `unrecorded`).
 
-`IdempotentCall.run`, the synchronous entry point, makes the first claim, runs the body and
-stores a plain result itself, since those need no suspension; every other ending (waiting,
-taking over, releasing, business transactions, store failures) is one of the flow's generators,
-driven by `run_sync`, so each rule still exists once.
+Why one generator and two drivers, rather than sync and async code written out side by side:
+every rule here (fencing, waiting, takeover, release, transactions, unstorable results) is a
+sequence of store calls with decisions between them, and none of the decisions depend on how a
+call is awaited. Written once, each rule has one place to read, test and fix, and the sync and
+async paths cannot drift apart; the price is one generator step per store call (microseconds,
+beside milliseconds of round trip). Only the drivers know about threads and event loops, and
+each is a dozen lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda._effects import (
@@ -23,9 +29,17 @@ from idempotent_lambda._effects import (
     Flow,
     Pause,
     StoreCall,
+    StoreTally,
+    run_async,
     run_sync,
 )
+from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation
+from idempotent_lambda._lambda_context import (
+    LambdaContextLike,
+    as_lambda_context,
+    current_lambda_context,
+)
 from idempotent_lambda._observability import Decision, Outcome, audience, report
 from idempotent_lambda._result_codec import (
     UNSTORABLE_START,
@@ -42,10 +56,19 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore, TransactItem
+from idempotent_lambda.persistence.base import PersistenceStore, TransactItem, transactional
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import NoOpSerializer
 from idempotent_lambda.transaction import close_transaction, open_transaction
+
+T = TypeVar("T")
+
+Derive = Callable[[LambdaContextLike | None], Invocation | None]
+"""Computes one call's identity, given the context whose remaining time is the lease.
+
+Returns None when the payload holds no key material; raises `IdempotencyKeyError` (or an
+adapter's own rejection) when the key cannot be read.
+"""
 
 #: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
 #: instance whose clock runs ahead by up to this much cannot take over a live invocation.
@@ -94,51 +117,73 @@ class IdempotentCall:
         self._wanted = audience(config.decision_hook, config.logger)
         self._rebuild = None if type(serializer) is NoOpSerializer else serializer.from_dict
 
-    def run(self, inv: Invocation, body: Callable[[], Any]) -> Any:
-        """Carry out one invocation in this thread: `flow`, driven by `run_sync`.
+    def call(self, context: Any, derive: Derive | None, body: Callable[[], T]) -> T:
+        """Carry out one call of a ``def`` function: `enter`, driven in this thread.
 
-        The cache lookup and the first claim are made here directly, so a replay (the commonest
-        retry) is answered without building and driving the generator; any other outcome of
-        the first claim is handed to `flow`, which goes on from it.
+        Args:
+            context: The Lambda context the function was given, if any; bound while it runs.
+            derive: Computes the invocation's identity from the lease context (see `enter`);
+                None when the caller leaves this call alone (it runs unrecorded, undecided).
+            body: The decorated function, bound to its arguments.
         """
-        cache = self.cache
-        if cache is not None:
-            cached = cache.get(inv.key, self.store.clock.now_ms())
-            if cached is not None:
-                self._validate(cached, inv)
-                return self._replay(cached, inv, source="cache")
-        now = inv.now_ms
-        claim = self._claim_record(inv, now)
-        started = perf_counter()
+        return run_sync(self.enter(context, derive), body)
+
+    async def acall(
+        self, context: Any, derive: Derive | None, body: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Carry out one call of an ``async def`` function: `call`, driven on the event loop."""
+        return await run_async(self.enter(context, derive), body)
+
+    def enter(self, context: Any, derive: Derive | None) -> Flow:
+        """Describe one call: bind the context, then run `flow`, or run the body unrecorded.
+
+        The Lambda context is bound first, so nested idempotent functions see it too, and so
+        ``derive`` gets the context whose remaining time is the lease. Unless idempotency is
+        disabled (logged DISABLED), ``derive`` gives the invocation; None from it (no key
+        material) is logged SKIPPED. Without an invocation the body still runs inside a
+        transaction, whose queued writes commit when the body returns (`unrecorded`).
+        """
+        bound = as_lambda_context(context) or current_lambda_context.get()
+        token = current_lambda_context.set(bound)
         try:
-            outcome = self.store.claim(
-                claim, now_ms=now, lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS
-            )
-        except BaseException as exc:
-            inv.tally.count(started)
-            if isinstance(exc, IdempotencyPersistenceLayerError):
-                self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
-            raise
-        inv.tally.count(started)
-        existing = outcome.previous
-        if outcome.claimed:
-            took_over = existing is not None and not existing.expired_at(inv.now_ms)
-            return self._run_claimed_here(inv, took_over, body)
-        if existing is not None and existing.status is Status.COMPLETED:
-            self._validate(existing, inv)
-            if cache is not None:
-                cache.put(existing)
-            return self._replay(existing, inv, source="store")
-        return run_sync(self.flow(inv, outcome), body)
+            invocation = None
+            if derive is not None:
+                if idempotency_disabled():
+                    self.note(Outcome.DISABLED)
+                else:
+                    invocation = derive(bound or self.config.bound_context())
+                    if invocation is None:
+                        self.note(Outcome.SKIPPED)
+            if invocation is None:
+                return (yield from self.unrecorded())
+            return (yield from self.flow(invocation))
+        finally:
+            current_lambda_context.reset(token)
 
-    def flow(self, inv: Invocation, first: ClaimOutcome | None = None) -> Flow:
-        """Describe one invocation: replay, wait, refuse, or run and record the body.
+    def unrecorded(self) -> Flow:
+        """Run the body without a record; then commit its queued writes, if any, atomically.
 
-        ``first`` is the outcome of a first claim already made (by `run`), which also looked in
-        the cache: the flow starts from it.
+        A result the adapter would not store (``store_result_if``, an HTTP 5xx say) discards
+        the writes, as it does when the invocation is recorded.
+
+        Raises:
+            IdempotencyTransactionConflictError: A write's condition failed; nothing was written.
+            IdempotencyTransactionError: The writes are invalid.
         """
+        binding = open_transaction(self.store)
+        try:
+            result = yield RUN_BODY
+        finally:
+            writes = close_transaction(binding)
+        if writes and (self.store_result_if is None or self.store_result_if(result)):
+            write = transactional(self.store).write_transaction
+            yield StoreCall("write_transaction", write, (writes,), StoreTally())
+        return result
+
+    def flow(self, inv: Invocation) -> Flow:
+        """Describe one invocation: replay, wait, refuse, or run and record the body."""
         store, cache = self.store, self.cache
-        if cache is not None and first is None:
+        if cache is not None:
             cached = cache.get(inv.key, store.clock.now_ms())
             if cached is not None:
                 self._validate(cached, inv)
@@ -148,16 +193,11 @@ class IdempotentCall:
         source = "store"
         now = inv.now_ms
         for _attempt in range(_MAX_CLAIM_ATTEMPTS):
-            if first is not None:
-                outcome, first = first, None
-            else:
-                claim = self._claim_record(inv, now)
-                window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
-                try:
-                    outcome = yield StoreCall("claim", store.claim, (claim,), inv.tally, window)
-                except IdempotencyPersistenceLayerError as exc:
-                    self._report(Outcome.STORE_ERROR, inv, None, error=_cause_name(exc), op="claim")
-                    raise
+            claim = self._claim_record(inv, now)
+            window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
+            outcome = yield from self._store(
+                inv, StoreCall("claim", store.claim, (claim,), inv.tally, window)
+            )
             if outcome.claimed:
                 previous = outcome.previous
                 break
@@ -198,93 +238,35 @@ class IdempotentCall:
             yield from self._release(inv, exc, _ms_since(started))
             raise
         writes = close_transaction(transaction)
-        return (yield from self._record(inv, result, _ms_since(started), took_over, writes))
-
-    def _run_claimed_here(self, inv: Invocation, took_over: bool, body: Callable[[], Any]) -> Any:
-        """`_run_and_record` for `run`: the body is called in this thread, not yielded.
-
-        The plain completion (no business writes, no adapter filter) is made directly too; every
-        other ending goes through the same generators as `flow`.
-        """
-        started = perf_counter()
-        transaction = open_transaction(self.store)
-        try:
-            result = body()
-        except BaseException as exc:
-            close_transaction(transaction)
-            run_sync(self._release(inv, exc, _ms_since(started)), _no_body)
-            raise
-        writes = close_transaction(transaction)
         handler_ms = _ms_since(started)
-        if writes or self.store_result_if is not None:
-            return run_sync(self._record(inv, result, handler_ms, took_over, writes), _no_body)
-        try:
-            record = self._completed_record(inv, encode_result(self._to_storable(result)))
-            started = perf_counter()
-            try:
-                ok = self.store.complete(record)
-            finally:
-                inv.tally.count(started)
-        except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
-            return run_sync(self._completion_failed(inv, result, handler_ms, exc), _no_body)
-        if not ok:
-            ok = run_sync(self._answer_was_lost(inv, Status.COMPLETED), _no_body)
-        return self._completed(inv, result, handler_ms, took_over, record, ok)
-
-    def _record(
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        writes: Sequence[TransactItem],
-    ) -> Flow:
-        """Complete the record with the body's result, or release it when it is not kept."""
         if self.store_result_if is not None and not self.store_result_if(result):
-            yield from self._release(inv, None, handler_ms)
+            yield from self._release(inv, None, handler_ms)  # not kept: a retry runs again
             return result
         if writes:
-            return (yield from self._commit(inv, result, handler_ms, took_over, writes))
-        try:
-            record = self._completed_record(inv, encode_result(self._to_storable(result)))
-            ok = yield StoreCall("complete", self.store.complete, (record,), inv.tally)
-        except (IdempotencyUnstorableResultError, IdempotencyPersistenceLayerError) as exc:
-            return (yield from self._completion_failed(inv, result, handler_ms, exc))
-        if not ok:
-            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
-        return self._completed(inv, result, handler_ms, took_over, record, ok)
-
-    def _completion_failed(
-        self, inv: Invocation, result: Any, handler_ms: float, error: Exception
-    ) -> Flow:
-        """Handle a completion that failed after the body ran.
-
-        An unstorable result gets a marker record and the error is raised; a store failure is
-        logged and the body's result is still returned.
-        """
-        if isinstance(error, IdempotencyUnstorableResultError):
-            yield from self._store_marker(inv, str(error), handler_ms)
-            raise error
-        self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(error))
+            completed = yield from self._commit(inv, result, handler_ms, writes)
+        else:
+            completed = yield from self._complete(inv, result, handler_ms)
+        if completed:
+            self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
         return result
 
-    def _completed(  # noqa: PLR0917 - the completion's whole state, all internal
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        record: IdempotencyRecord,
-        ok: bool,
-    ) -> Any:
-        """Finish a completion: cache and log it, or log that the lease was lost meanwhile."""
+    def _complete(self, inv: Invocation, result: Any, handler_ms: float) -> Flow:
+        """Complete the record with the body's result; False when that failed (and is logged).
+
+        A store failure or a lost lease is only logged: the caller still gets the result. An
+        unstorable result leaves a marker, so retries raise too, and raises now.
+        """
+        try:
+            ok = yield from self._write_completed(inv, encode_result(self._to_storable(result)))
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._store_marker(inv, str(exc), handler_ms)
+            raise
+        except IdempotencyPersistenceLayerError as exc:
+            self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
+            return False
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms)
-            return result
-        if self.cache is not None:
-            self.cache.put(record)
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
-        return result
+        return ok
 
     def _answer_was_lost(self, inv: Invocation, expected: Status | None) -> Flow:
         """After a refused complete/release, tell whether our own write is what refused it.
@@ -305,12 +287,7 @@ class IdempotentCall:
         return record is not None and record.status is expected and record.owner == inv.owner
 
     def _commit(
-        self,
-        inv: Invocation,
-        result: Any,
-        handler_ms: float,
-        took_over: bool,
-        writes: Sequence[TransactItem],
+        self, inv: Invocation, result: Any, handler_ms: float, writes: Sequence[TransactItem]
     ) -> Flow:
         """Complete in one transaction with the body's business writes: all commit, or none.
 
@@ -330,16 +307,13 @@ class IdempotentCall:
                     f"nothing was written, because the result cannot be stored: {exc}"
                 ) from exc
             raise
-        if not ok:  # botocore's retries reuse the ClientRequestToken; check as `_record` does
-            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms, op="complete")
             raise IdempotencyAlreadyInProgressError(
                 "this invocation's lease passed before its transaction committed, and another "
                 "invocation holds the key now; nothing was written"
             )
-        self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
-        return result
+        return True
 
     def _to_storable(self, result: Any) -> Any:
         try:
@@ -371,13 +345,23 @@ class IdempotentCall:
     def _write_completed(
         self, inv: Invocation, data: str, writes: Sequence[TransactItem] = ()
     ) -> Flow:
+        """Complete the record with ``data`` (and ``writes``); False when the lease was lost.
+
+        A refused write is checked with `_answer_was_lost`: botocore retries a write whose answer
+        was lost (transactions with the same ClientRequestToken), and the retry is refused by
+        the write itself.
+        """
         record = self._completed_record(inv, data)
         call = (
-            StoreCall("complete", self.store.complete_with, (record, writes), inv.tally)  # type: ignore[attr-defined]
+            StoreCall(
+                "complete", transactional(self.store).complete_with, (record, writes), inv.tally
+            )
             if writes
             else StoreCall("complete", self.store.complete, (record,), inv.tally)
         )
         ok = yield from self._store(inv, call, report_errors=False)
+        if not ok:
+            ok = yield from self._answer_was_lost(inv, Status.COMPLETED)
         if ok and self.cache is not None:
             self.cache.put(record)
         return ok
@@ -411,7 +395,7 @@ class IdempotentCall:
             )
         except IdempotencyPersistenceLayerError as exc:
             if original is not None:
-                original.add_note(f"idempotent_lambda: releasing the record failed too: {exc}")
+                _add_note(original, f"idempotent_lambda: releasing the record failed too: {exc}")
             self._report(Outcome.RELEASE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return
         if not released:
@@ -493,6 +477,12 @@ class IdempotentCall:
             response = self.on_replay(response, record)
         return response
 
+    def note(self, outcome: Outcome) -> None:
+        """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
+        report(
+            Decision(outcome, self.function_name), self.config.decision_hook, log=self.config.logger
+        )
+
     def _report(
         self,
         outcome: Outcome,
@@ -522,8 +512,13 @@ class IdempotentCall:
         )
 
 
-def _no_body() -> Any:
-    raise AssertionError("this flow never runs the body")  # pragma: no cover
+def _add_note(error: BaseException, note: str) -> None:
+    """Note ``note`` on ``error``: `BaseException.add_note`, or its attribute by hand on 3.10."""
+    add_note = getattr(error, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+    else:  # Python 3.10: the attribute 3.11 reads; 3.10's traceback does not print it
+        setattr(error, "__notes__", [*getattr(error, "__notes__", ()), note])  # noqa: B010
 
 
 def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:

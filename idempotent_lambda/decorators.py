@@ -7,21 +7,13 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._effects import run_async
 from idempotent_lambda._engine import IdempotentCall
-from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, derive_invocation, prefix_source
-from idempotent_lambda._lambda_context import (
-    LambdaContextLike,
-    as_lambda_context,
-    current_lambda_context,
-)
-from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer, resolve_serializer
-from idempotent_lambda.transaction import run_unrecorded, run_unrecorded_async
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -117,28 +109,10 @@ def _decorator(
         prefix = prefix_source(function) if key_prefix is None else _constant(key_prefix)
         clock = store.clock
 
-        def prepare(payload: Any, context: Any) -> Invocation | None:
-            if idempotency_disabled():
-                report(
-                    Decision(Outcome.DISABLED, call.function_name),
-                    settings.decision_hook,
-                    log=settings.logger,
-                )
-                return None
-            invocation = derive_invocation(
-                settings,
-                payload,
-                prefix=prefix(),
-                now_ms=clock.now_ms(),
-                context=context if context is not None else settings.bound_context(),
+        def derive(payload: Any, lease: LambdaContextLike | None) -> Invocation | None:
+            return derive_invocation(
+                settings, payload, prefix=prefix(), now_ms=clock.now_ms(), context=lease
             )
-            if invocation is None:
-                report(
-                    Decision(Outcome.SKIPPED, call.function_name),
-                    settings.decision_hook,
-                    log=settings.logger,
-                )
-            return invocation
 
         if inspect.iscoroutinefunction(function):
             async_function = cast(Callable[..., Awaitable[Any]], function)
@@ -146,33 +120,16 @@ def _decorator(
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 payload, context = locate(args, kwargs)
-                token = current_lambda_context.set(_binding(context))
-                try:
-                    invocation = prepare(payload, context)
-                    if invocation is None:  # still commit writes queued on current_transaction()
-                        return await run_unrecorded_async(
-                            store, lambda: async_function(*args, **kwargs)
-                        )
-                    return await run_async(
-                        call.flow(invocation), lambda: async_function(*args, **kwargs)
-                    )
-                finally:
-                    current_lambda_context.reset(token)
+                body = functools.partial(async_function, *args, **kwargs)
+                return await call.acall(context, functools.partial(derive, payload), body)
 
             return cast(Callable[P, R], async_wrapper)
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             payload, context = locate(args, kwargs)
-            bound = as_lambda_context(context) or current_lambda_context.get()
-            token = current_lambda_context.set(bound)
-            try:
-                invocation = prepare(payload, context)
-                if invocation is None:  # still commit writes queued on current_transaction()
-                    return run_unrecorded(store, lambda: function(*args, **kwargs))
-                return cast(R, call.run(invocation, lambda: function(*args, **kwargs)))
-            finally:
-                current_lambda_context.reset(token)
+            body = functools.partial(function, *args, **kwargs)
+            return call.call(context, functools.partial(derive, payload), body)
 
         return wrapper
 
@@ -184,11 +141,6 @@ def _constant(value: str) -> Callable[[], str]:
         return value
 
     return constant
-
-
-def _binding(context: Any) -> LambdaContextLike | None:
-    """Return the context to bind: the handler's own, else whatever is bound already."""
-    return as_lambda_context(context) or current_lambda_context.get()
 
 
 def _payload_locator(function: Callable[..., Any], name: str) -> _Locate:

@@ -29,14 +29,14 @@ transaction is cancelled nothing is written and:
 A body that raises (or whose result the adapter does not store, such as an HTTP 5xx) discards
 its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``), no key in the payload, or an
 HTTP method the adapter leaves alone, the decorators and adapters still commit the queued writes,
-atomically among themselves, when the body returns (`run_unrecorded`).
+atomically among themselves, when the body returns (`IdempotentCall.unrecorded`).
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.persistence.base import (
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from boto3.dynamodb.types import TypeSerializer
 
 __all__ = ["MAX_TRANSACTION_WRITES", "TransactItem", "Transaction", "current_transaction"]
-
-T = TypeVar("T")
 
 _OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
 
@@ -265,56 +263,6 @@ def close_transaction(binding: Binding) -> tuple[TransactItem, ...]:
     _current.reset(token)
     transaction._open = False
     return tuple(transaction._writes)
-
-
-def run_unrecorded(
-    store: object, body: Callable[[], T], *, commit_if: Callable[[T], bool] | None = None
-) -> T:
-    """Run ``body`` without a record; then commit its queued writes, if any, atomically.
-
-    Args:
-        store: The store that commits the writes.
-        body: The decorated function, bound to its arguments.
-        commit_if: The adapter's ``store_result_if``: a result it rejects (an HTTP 5xx, say)
-            discards the writes, as it does when the invocation is recorded.
-
-    Raises:
-        IdempotencyTransactionConflictError: A write's condition failed; nothing was written.
-        IdempotencyTransactionError: The writes are invalid.
-    """
-    binding = open_transaction(store)
-    try:
-        result = body()
-    finally:
-        writes = close_transaction(binding)
-    if writes and (commit_if is None or commit_if(result)):
-        _transactional(store).write_transaction(writes)
-    return result
-
-
-async def run_unrecorded_async(
-    store: object,
-    body: Callable[[], Awaitable[T]],
-    *,
-    commit_if: Callable[[T], bool] | None = None,
-) -> T:
-    """Async `run_unrecorded`: the commit runs in a worker thread."""
-    binding = open_transaction(store)
-    try:
-        result = await body()
-    finally:
-        writes = close_transaction(binding)
-    if writes and (commit_if is None or commit_if(result)):
-        import asyncio
-
-        await asyncio.to_thread(_transactional(store).write_transaction, writes)
-    return result
-
-
-def _transactional(store: object) -> TransactionalStore:
-    if not isinstance(store, TransactionalStore):  # pragma: no cover - checked as writes queue
-        raise IdempotencyTransactionError(f"{type(store).__name__} cannot commit writes")
-    return store
 
 
 def _table_name(table: Table) -> str:

@@ -17,8 +17,8 @@ Rules both sources share:
   asyncio tasks for ``async def`` handlers), each bound to the batch's Lambda context.
 
 This module holds the decorator and the types the sources share; the rules live in
-`_batch_progress` (what is reported), `_batch_records` (one record's run) and `_batch_lanes`
-(concurrency).
+`_batch_source` (what a source provides), `_batch_progress` (what is reported), `_batch_records`
+(one record's run) and `_batch_lanes` (concurrency).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from idempotent_lambda._engine import IdempotentCall
@@ -41,6 +40,7 @@ from idempotent_lambda.adapters._batch_progress import (
     unique,
 )
 from idempotent_lambda.adapters._batch_records import RecordRunner
+from idempotent_lambda.adapters._batch_source import BatchSource, Plan
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyError
 from idempotent_lambda.persistence.base import PersistenceStore
@@ -83,31 +83,6 @@ class MalformedRecordError(IdempotencyError, ValueError):
 
 BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
-
-#: A plan: the lanes (record indexes to run in order) and whether a failure stops the batch.
-Plan = tuple[list[list[int]], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSource(Generic[RecordT]):
-    """What sets one event source apart from another.
-
-    Attributes:
-        name: Source name in log lines (``"sqs"``, ``"dynamodb_stream"``).
-        identify: Raw record -> its ``itemIdentifier``; None when it has none.
-        parse: Raw record -> typed record; raises `MalformedRecordError`.
-        default_key: Raw record -> key material when ``event_key_jmespath`` is empty.
-        plan: Raw records (all mappings) and ``max_concurrency`` -> the batch's `Plan`.
-        adopt_json: Hands the typed record a body the key expression already parsed
-            (``(record, text, value)``), so the body is parsed once.
-    """
-
-    name: str
-    identify: Callable[[Any], str | None]
-    parse: Callable[[Mapping[str, Any]], RecordT]
-    default_key: Callable[[Mapping[str, Any]], Any]
-    plan: Callable[[Sequence[Mapping[str, Any]], int], Plan]
-    adopt_json: Callable[[RecordT, str, Any], None] | None = None
 
 
 def batch_decorator(
@@ -212,13 +187,7 @@ class _Processor(Generic[RecordT]):
             lanes, ordered = self.source.plan(records, self.max_concurrency)
             lease_context = bound or self.call.config.bound_context()
             runner = RecordRunner(
-                self.source,
-                self.function,
-                self.call,
-                records,
-                context=context,
-                lease_context=lease_context,
-                key_prefix=self.key_prefix,
+                self.source, self.function, self.call, records, context, self.key_prefix
             )
             progress = BatchProgress(
                 self.source.name,

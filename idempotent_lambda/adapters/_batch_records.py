@@ -9,22 +9,19 @@ transaction, so `current_transaction` works and its writes commit atomically.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 import jmespath
 
-from idempotent_lambda._effects import run_async
-from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._effects import TrackedBody
+from idempotent_lambda._engine import Derive, IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
 from idempotent_lambda._lambda_context import LambdaContextLike
-from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda._observability import Outcome
+from idempotent_lambda.adapters._batch_source import BatchSource
 from idempotent_lambda.exceptions import IdempotencyKeyError, IdempotencyUnstorableResultError
-from idempotent_lambda.transaction import run_unrecorded, run_unrecorded_async
-
-if TYPE_CHECKING:
-    from idempotent_lambda.adapters._batch import BatchSource
 
 RecordT = TypeVar("RecordT")
 
@@ -38,19 +35,16 @@ class RecordRunner(Generic[RecordT]):
         call: The handler's state machine (store, config, cache).
         records: The batch's raw records.
         context: The Lambda context the batch handler received, handed to the record handler.
-        lease_context: The context whose remaining time is the records' lease.
         key_prefix: The adapter's ``key_prefix``, else the handler's default prefix.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - built in one place, from the batch's state
         self,
         source: BatchSource[RecordT],
         function: Callable[[RecordT, Any], object],
         call: IdempotentCall,
         records: list[Mapping[str, Any]],
-        *,
         context: Any,
-        lease_context: LambdaContextLike | None,
         key_prefix: str | None,
     ) -> None:
         self.source = source
@@ -59,63 +53,54 @@ class RecordRunner(Generic[RecordT]):
         self.config = call.config
         self.records = records
         self.context = context
-        self.lease_context = lease_context
         self.prefix = key_prefix or default_prefix_of(function)
-        self.disabled = idempotency_disabled()
+        self.disabled = idempotency_disabled()  # one decision for the whole batch
         if self.disabled:
-            self._report(Outcome.DISABLED)
+            call.note(Outcome.DISABLED)
 
     def run(self, index: int) -> BaseException | None:
         """Run record ``index``; return the error that failed it, or None."""
-        body_errors: list[BaseException] = []
+        record = _Record(self, index)
         try:
-            record, invocation = self._prepare(index)
-            function = cast(Callable[[Any, Any], object], self.function)
-
-            def body() -> object:
-                try:
-                    return function(record, self.context)
-                except BaseException as exc:
-                    body_errors.append(exc)
-                    raise
-
-            if invocation is None:
-                run_unrecorded(self.call.store, body)
-            else:
-                self.call.run(invocation, body)
+            self.call.call(self.context, record.deriver, record.body.run)
         except Exception as exc:
-            return _failure(exc, body_errors)
+            return record.failure(exc)
         return None
 
     async def run_async(self, index: int) -> BaseException | None:
         """Async `run`, for ``async def`` record handlers."""
-        body_errors: list[BaseException] = []
+        record = _Record(self, index)
         try:
-            record, invocation = self._prepare(index)
-            function = cast(Callable[[Any, Any], Awaitable[object]], self.function)
-
-            async def body() -> object:
-                try:
-                    return await function(record, self.context)
-                except BaseException as exc:
-                    body_errors.append(exc)
-                    raise
-
-            if invocation is None:
-                await run_unrecorded_async(self.call.store, body)
-            else:
-                await run_async(self.call.flow(invocation), body)
+            await self.call.acall(self.context, record.deriver, record.body.run_async)
         except Exception as exc:
-            return _failure(exc, body_errors)
+            return record.failure(exc)
         return None
 
-    def _prepare(self, index: int) -> tuple[RecordT, Invocation | None]:
-        """Return the typed record and its identity (None: run without idempotency)."""
-        raw = self.records[index]
-        source, config = self.source, self.config
-        record = source.parse(raw)
-        if self.disabled:
-            return record, None
+
+class _Record(Generic[RecordT]):
+    """One record's run: parsed once (when its identity or its handler first needs it)."""
+
+    def __init__(self, runner: RecordRunner[RecordT], index: int) -> None:
+        self.runner = runner
+        self.raw = runner.records[index]
+        self._parsed: tuple[RecordT] | None = None
+        self.body = TrackedBody(self._handle)
+        self.deriver: Derive | None = None if runner.disabled else self._derive
+
+    def parsed(self) -> RecordT:
+        """Return the typed record; raises `MalformedRecordError`."""
+        if self._parsed is None:
+            self._parsed = (self.runner.source.parse(self.raw),)
+        return self._parsed[0]
+
+    def _handle(self) -> Any:
+        return self.runner.function(self.parsed(), self.runner.context)
+
+    def _derive(self, lease: LambdaContextLike | None) -> Invocation | None:
+        """Return the record's identity (None: run without idempotency)."""
+        runner, raw = self.runner, self.raw
+        source, config = runner.source, runner.config
+        record = self.parsed()
         functions = config._make_functions()
         options = jmespath.Options(custom_functions=functions)
         if config._key_expression is None:
@@ -131,23 +116,25 @@ class RecordRunner(Generic[RecordT]):
             config,
             material=material,
             validated=validated,
-            prefix=self.prefix,
-            now_ms=self.call.store.clock.now_ms(),
-            context=self.lease_context,
+            prefix=runner.prefix,
+            now_ms=runner.call.store.clock.now_ms(),
+            context=lease,
         )
         parsed = getattr(functions, "_last_json", None)
         if source.adopt_json is not None and parsed is not None:
             source.adopt_json(record, parsed[0], parsed[1])
-        if invocation is None:
-            self._report(Outcome.SKIPPED)
-        return record, invocation
+        return invocation
 
-    def _report(self, outcome: Outcome) -> None:
-        report(
-            Decision(outcome, self.call.function_name),
-            self.config.decision_hook,
-            log=self.config.logger,
-        )
+    def failure(self, exc: BaseException) -> BaseException | None:
+        """Return ``exc`` unless it says the record already ran (its result is just unstorable).
+
+        `IdempotencyUnstorableResultError` from this record's own flow means the body ran (now
+        or before) and a retry can only raise again: the record is done. Raised by the body
+        itself (a nested call), it is the body's failure like any other.
+        """
+        if isinstance(exc, IdempotencyUnstorableResultError) and not self.body.raised:
+            return None
+        return exc
 
 
 def default_prefix_of(function: Callable[..., Any]) -> str:
@@ -155,19 +142,6 @@ def default_prefix_of(function: Callable[..., Any]) -> str:
     if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
         return default_prefix(function)
     return default_prefix(type(function))
-
-
-def _failure(exc: BaseException, body_errors: list[BaseException]) -> BaseException | None:
-    """Return ``exc`` unless it says the record already ran (its result is just unstorable).
-
-    `IdempotencyUnstorableResultError` from this record's own flow means the body ran (now or
-    before) and a retry can only raise again: the record is done. Raised by the body itself (a
-    nested call), it is the body's failure like any other.
-    """
-    own = not any(error is exc for error in body_errors)
-    if own and isinstance(exc, IdempotencyUnstorableResultError):
-        return None
-    return exc
 
 
 def _search(expression: Any, raw: Any, options: jmespath.Options, name: str) -> Any:

@@ -10,14 +10,14 @@ runs without a record.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Collection
 from typing import Any
 
-from idempotent_lambda._env import idempotency_disabled
+from idempotent_lambda._engine import Derive
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix, is_missing
 from idempotent_lambda._lambda_context import LambdaContextLike
-from idempotent_lambda._observability import Decision, Outcome, report
 from idempotent_lambda.adapters._http_event import (
     Family,
     HttpRequest,
@@ -108,22 +108,25 @@ class IdentityReader:
         self.key_prefix = key_prefix
         self.function = function
 
-    def read(
-        self, event: Any, context: LambdaContextLike | None
-    ) -> tuple[Invocation, Family] | None:
-        """Return the invocation and the event's family; None to run the handler unrecorded.
+    def deriver(self, event: Any) -> Derive | None:
+        """Return how to derive ``event``'s invocation; None when its method is not covered.
 
-        ``context`` is the handler's own Lambda context, when it was given one.
+        A request whose method the adapter does not cover runs as if it were not decorated:
+        that is not an idempotency decision, so nothing is logged.
+        """
+        method = method_of(event)
+        if method is not None and not self.covers(method):
+            return None
+        return functools.partial(self.read, event)
+
+    def read(self, event: Any, lease: LambdaContextLike | None) -> Invocation | None:
+        """Return the invocation; None to run the handler unrecorded (no key, keys optional).
+
+        ``lease`` is the Lambda context whose remaining time is the lease.
 
         Raises:
             RejectedError: The request is answered with a 400 problem.
         """
-        method = method_of(event)
-        if method is not None and not self.covers(method):
-            return None  # not an idempotency decision: no log line, no metric
-        if idempotency_disabled():
-            self._report(Outcome.DISABLED)
-            return None
         family = family_of(event)
         try:
             request = parse_request(event, self.header)
@@ -149,7 +152,6 @@ class IdentityReader:
                     f"{self.header_name} is missing",
                     f"This operation is idempotent and requires an {self.header_name} header.",
                 )
-            self._report(Outcome.SKIPPED)
             return None
         if config._validation_expression is not None:
             validated = self._search(
@@ -169,7 +171,7 @@ class IdentityReader:
                 validated=validated,
                 prefix=self.key_prefix or default_prefix(self.function),  # reads the env now
                 now_ms=self.store.clock.now_ms(),
-                context=context if context is not None else config.bound_context(),
+                context=lease,
             )
         except IdempotencyKeyError:
             raise self._reject(
@@ -179,12 +181,7 @@ class IdentityReader:
                 "The idempotency key or the validated part of the request cannot be hashed.",
             ) from None
         assert invocation is not None  # the material is a non-empty dict
-        return invocation, family
-
-    def _report(self, outcome: Outcome) -> None:
-        report(
-            Decision(outcome, self.function_name), self.config.decision_hook, log=self.config.logger
-        )
+        return invocation
 
     def _fingerprint(self, request: HttpRequest) -> dict[str, Any]:
         body = request.body if isinstance(request.body, bytes) else _utf8(request.body)

@@ -32,10 +32,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._effects import run_async
+from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import IdempotentCall
-from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
-from idempotent_lambda.adapters._http_event import Family, family_of
+from idempotent_lambda.adapters._http_event import family_of
 from idempotent_lambda.adapters._http_identity import (
     IdentityReader,
     RejectedError,
@@ -56,7 +55,6 @@ from idempotent_lambda.decorators import _check_store
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer
-from idempotent_lambda.transaction import run_unrecorded, run_unrecorded_async
 
 __all__ = ["idempotent_http"]
 
@@ -137,126 +135,69 @@ def idempotent_http(
 
 
 def _wrap(function: Callable[P, R], call: IdempotentCall, reader: IdentityReader) -> Callable[P, R]:
-    """Return the wrapper: bind the context, read the identity, run, answer in HTTP terms.
+    """Return the wrapper: run the handler through the engine, answer failures in HTTP terms.
 
-    Without an identity the handler still runs inside a transaction (`run_unrecorded`), so
-    `current_transaction` works there too; its writes commit when the response would have been
+    Without an identity the handler still runs inside a transaction (`IdempotentCall.unrecorded`),
+    so `current_transaction` works there too; its writes commit when the response would have been
     stored.
     """
-    store = call.store
-    commit_if = call.store_result_if
     if inspect.iscoroutinefunction(function):
         async_function = cast(Callable[..., Awaitable[Any]], function)
 
         @functools.wraps(function)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             event, context = _locate(args, kwargs)
-            own = as_lambda_context(context)
-            token = current_lambda_context.set(own or current_lambda_context.get())
+            body = TrackedBody(functools.partial(async_function, *args, **kwargs))
             try:
-                plan = reader.read(event, own)
-                body = _Body(lambda: async_function(*args, **kwargs))
-                try:
-                    if plan is None:
-                        result = await run_unrecorded_async(
-                            store, body.run_async, commit_if=commit_if
-                        )
-                    else:
-                        result = await run_async(call.flow(plan[0]), body.run_async)
-                except Exception as exc:
-                    response = _answer_failure(exc, body, plan, event, reader)
-                    if response is None:
-                        raise  # the handler's own exception (its record was released)
-                    return response
-                return _answer(result, plan)
-            except RejectedError as rejected:
-                return rejected.response
-            finally:
-                current_lambda_context.reset(token)
+                return _answer(
+                    await call.acall(context, reader.deriver(event), body.run_async), event
+                )
+            except Exception as exc:
+                return _answer_failure(exc, body, event, reader)
 
         return cast(Callable[P, R], async_wrapper)
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         event, context = _locate(args, kwargs)
-        own = as_lambda_context(context)
-        token = current_lambda_context.set(own or current_lambda_context.get())
+        body = TrackedBody(functools.partial(function, *args, **kwargs))
         try:
-            plan = reader.read(event, own)
-            body = _Body(lambda: function(*args, **kwargs))
-            try:
-                if plan is None:
-                    result = run_unrecorded(store, body.run, commit_if=commit_if)
-                else:
-                    result = call.run(plan[0], body.run)
-            except Exception as exc:
-                response = _answer_failure(exc, body, plan, event, reader)
-                if response is None:
-                    raise  # the handler's own exception (its record was released)
-                return cast(R, response)
-            return cast(R, _answer(result, plan))
-        except RejectedError as rejected:
-            return cast(R, rejected.response)
-        finally:
-            current_lambda_context.reset(token)
+            return cast(R, _answer(call.call(context, reader.deriver(event), body.run), event))
+        except Exception as exc:
+            return cast(R, _answer_failure(exc, body, event, reader))
 
     return wrapper
 
 
-class _Body:
-    """The handler call, remembering whether it started and whether it returned.
-
-    Before it starts, an error is the engine refusing the request; once started and until it
-    returns, errors are the handler's own; after it returned, they come from committing.
-    """
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._call = call
-        self.started = False
-        self.returned = False
-
-    def run(self) -> Any:
-        self.started = True
-        result = self._call()
-        self.returned = True
-        return result
-
-    async def run_async(self) -> Any:
-        self.started = True
-        result = await self._call()
-        self.returned = True
-        return result
-
-
-def _answer(result: Any, plan: tuple[Any, Family] | None) -> Any:
+def _answer(result: Any, event: Any) -> Any:
     """Return the handler's response, or a replayed one marked as such."""
-    if plan is not None and isinstance(result, Replayed):
-        return mark_replayed(result.response, plan[1])
+    if isinstance(result, Replayed):
+        return mark_replayed(result.response, family_of(event))
     return result
 
 
 def _answer_failure(
-    exc: Exception,
-    body: _Body,
-    plan: tuple[Any, Family] | None,
-    event: Any,
-    reader: IdentityReader,
-) -> dict[str, Any] | None:
-    """Return the response that answers ``exc``; None to let it propagate."""
-    family = plan[1] if plan is not None else family_of(event)
+    exc: Exception, body: TrackedBody, event: Any, reader: IdentityReader
+) -> dict[str, Any]:
+    """Return the response that answers ``exc``; re-raise it when it is the handler's own."""
+    if isinstance(exc, RejectedError):
+        return exc.response
+    family = family_of(event)
+    response = None
     if not body.started:
-        return refusal(exc, family, header_name=reader.header_name, clock=reader.store.clock)
-    if not body.returned:
-        return None
-    response = conflict(exc, family)
-    if response is not None:
-        log_answer(
-            reader.config.logger,
-            reader.function_name,
-            409,
-            "transaction-conflict",
-            outcome="CONFLICT",
-        )
+        response = refusal(exc, family, header_name=reader.header_name, clock=reader.store.clock)
+    elif body.returned:
+        response = conflict(exc, family)
+        if response is not None:
+            log_answer(
+                reader.config.logger,
+                reader.function_name,
+                409,
+                "transaction-conflict",
+                outcome="CONFLICT",
+            )
+    if response is None:
+        raise exc  # the handler's own exception (its record was released), or unanswerable
     return response
 
 

@@ -7,7 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
-from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+from idempotent_lambda.exceptions import (
+    IdempotencyTransactionError,
+    IdempotencyUnstorableResultError,
+)
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 #: DynamoDB's item size limit is 400 KB including attribute names and the other attributes;
@@ -111,6 +114,20 @@ class TransactionalStore(PersistenceStore, Protocol):
             IdempotencyTransactionError: The writes are invalid.
         """
         ...
+
+
+def transactional(store: object) -> TransactionalStore:
+    """Return ``store`` typed as a `TransactionalStore`, after checking that it is one.
+
+    Raises:
+        IdempotencyTransactionError: The store cannot commit business writes (transactions
+            refuse to queue writes on such a store, so this guards against a broken store).
+    """
+    if not isinstance(store, TransactionalStore):
+        raise IdempotencyTransactionError(
+            f"{type(store).__name__} cannot commit business writes with the record"
+        )
+    return store
 
 
 def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from _doubles import Decisions
+from _modes import Mode
 
 from idempotent_lambda._lambda_context import current_lambda_context
 
@@ -28,3 +29,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def decisions() -> Decisions:
     """Return a decision hook that records every decision."""
     return Decisions()
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> Mode:
+    """Return how the test decorates and calls its function: ``def`` or ``async def``."""
+    return Mode(request.param)

@@ -1,9 +1,11 @@
-"""``async def`` functions under both decorators, and waiting without blocking the event loop."""
+"""What only ``async def`` functions have: tasks on one loop, waiting without blocking it.
+
+The record lifecycle itself runs for ``def`` and ``async def`` alike in ``test_lifecycle.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import pytest
@@ -17,32 +19,9 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 
 EVENT = {"order_id": 7}
-
-
-def test_async_handler_runs_once_and_replays(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
-) -> None:
-    """An ``async def`` handler stays a coroutine function and replays its stored result."""
-    runs = Runs()
-
-    @idempotent(persistence_store=idempotency_store)
-    async def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        return {"run": runs(event), "empty": {}}
-
-    async def main() -> tuple[Any, Any]:
-        return await handler(EVENT, lambda_context), await handler(EVENT, lambda_context)
-
-    first, replay = asyncio.run(main())
-
-    assert inspect.iscoroutinefunction(handler)
-    assert {"run": 1, "empty": {}} == first
-    assert first == replay
-    assert 1 == runs.count
 
 
 def test_async_function_payload_and_result(idempotency_store: InMemoryPersistenceLayer) -> None:
@@ -57,28 +36,6 @@ def test_async_function_payload_and_result(idempotency_store: InMemoryPersistenc
         return [await process(EVENT), await process(order=EVENT), await process({"order_id": 8})]
 
     assert [1, 1, 2] == asyncio.run(main())
-
-
-def test_async_handler_error_releases_and_propagates(
-    idempotency_store: InMemoryPersistenceLayer,
-    lambda_context: FakeLambdaContext,
-    decisions: Decisions,
-) -> None:
-    """An async body raising releases the record and re-raises the same exception."""
-    error = LookupError("no such order")
-
-    @idempotent(
-        persistence_store=idempotency_store, config=IdempotencyConfig(decision_hook=decisions)
-    )
-    async def handler(event: dict[str, Any], context: Any) -> None:
-        raise error
-
-    with pytest.raises(LookupError) as raised:
-        asyncio.run(handler(EVENT, lambda_context))
-
-    assert raised.value is error
-    assert 0 == len(idempotency_store)
-    assert ["RELEASED"] == decisions.outcomes
 
 
 def test_async_unstorable_result(
@@ -217,43 +174,3 @@ def test_async_local_cache_replays_without_the_store(
     assert {"claim": 2, "complete": 1} == dict(store.calls)
     assert ["CLAIMED", "REPLAYED", "REPLAYED", "REPLAYED"] == decisions.outcomes
     assert ["store", "cache", "cache"] == [d.source for d in decisions.items[1:]]
-
-
-def test_async_takeover_fences_the_old_owner(
-    idempotency_clock: ManualClock,
-    idempotency_store: InMemoryPersistenceLayer,
-    decisions: Decisions,
-) -> None:
-    """An async call taking over a passed lease wins; the old owner's completion is refused."""
-    config = IdempotencyConfig(decision_hook=decisions)
-
-    @idempotent(persistence_store=idempotency_store, config=config, key_prefix="fenced")
-    async def handler(event: dict[str, Any], context: Any) -> str:
-        if context.function_name == "slow":
-            idempotency_clock.advance(ms=5_000 + CLOCK_SKEW_TOLERANCE_MS + 1)
-            newer = await handler(event, FakeLambdaContext(10_000, clock=idempotency_clock))
-            assert "fast result" == newer
-            return "slow result"
-        return "fast result"
-
-    slow = FakeLambdaContext(5_000, clock=idempotency_clock, function_name="slow")
-    assert "slow result" == asyncio.run(handler(EVENT, slow))
-    assert "fast result" == asyncio.run(handler(EVENT, FakeLambdaContext(clock=idempotency_clock)))
-    assert ["TAKEN_OVER", "LEASE_LOST", "REPLAYED"] == decisions.outcomes
-
-
-def test_async_completion_failure_still_returns_the_result(
-    idempotency_store: InMemoryPersistenceLayer,
-    lambda_context: FakeLambdaContext,
-    decisions: Decisions,
-) -> None:
-    """The store failing after an async body ran is logged; the caller still gets the result."""
-    store = SpyStore(idempotency_store, fail={"complete"})
-
-    @idempotent(persistence_store=store, config=IdempotencyConfig(decision_hook=decisions))
-    async def handler(event: dict[str, Any], context: Any) -> str:
-        return "done"
-
-    assert "done" == asyncio.run(handler(EVENT, lambda_context))
-    assert ["COMPLETE_FAILED"] == decisions.outcomes
-    assert "StoreDownError" == decisions.items[0].error

@@ -310,10 +310,21 @@ def test_async_record_handlers_run_concurrently(
     contexts: list[Any] = []
     state: dict[str, Any] = {}
 
+    async def meet(parties: int) -> None:
+        """Wait until ``parties`` handlers have arrived (``asyncio.Barrier``, which 3.10 lacks)."""
+        condition = state.setdefault("condition", asyncio.Condition())
+        async with condition:
+            generation = state.setdefault("generation", 0)
+            state["arrived"] = state.get("arrived", 0) + 1
+            if state["arrived"] == parties:
+                state["arrived"], state["generation"] = 0, generation + 1
+                condition.notify_all()
+            else:
+                await condition.wait_for(lambda: state["generation"] != generation)
+
     @idempotent_sqs_handler(persistence_store=idempotency_store, max_concurrency=3)
     async def handler(record: SQSRecord, context: Any) -> None:
-        barrier = state.setdefault("barrier", asyncio.Barrier(3))
-        await asyncio.wait_for(barrier.wait(), WAIT_S)
+        await asyncio.wait_for(meet(3), WAIT_S)
         contexts.append(current_lambda_context.get())
 
     assert [] == failed(handler(batch(*(message(f"m-{n}") for n in range(6))), lambda_context))

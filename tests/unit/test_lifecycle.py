@@ -1,11 +1,16 @@
-"""The record lifecycle on the in-memory store: claim, complete, replay, release, lease, expiry."""
+"""The record lifecycle on the in-memory store: claim, complete, replay, release, lease, expiry.
+
+Every test runs twice (the `mode` fixture): on a ``def`` handler and on an ``async def`` one.
+"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
 from _doubles import Decisions, Runs, SpyStore, lease_end_ms
+from _modes import Mode
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -31,16 +36,15 @@ def key_of(material: Any, config: IdempotencyConfig | None = None) -> str:
 
 
 def make_handler(
-    store: Any, config: IdempotencyConfig | None = None, runs: Runs | None = None
+    mode: Mode, store: Any, config: IdempotencyConfig | None = None, runs: Runs | None = None
 ) -> Any:
-    """Return an idempotent handler that counts its runs in ``runs``."""
+    """Return an idempotent handler (``def`` or ``async def``) that counts its runs."""
     counter = runs if runs is not None else Runs()
 
-    @idempotent(persistence_store=store, config=config, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def body(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"order_id": event["order_id"], "run": counter(event)}
 
-    return handler
+    return mode.wrap(idempotent(persistence_store=store, config=config, key_prefix=PREFIX), body)
 
 
 def hold(store: InMemoryPersistenceLayer, key: str, *, lease_end_ms: int) -> None:
@@ -57,13 +61,14 @@ def hold(store: InMemoryPersistenceLayer, key: str, *, lease_end_ms: int) -> Non
 
 
 def test_first_call_runs_the_body_and_stores_its_result(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """The first call runs the body, returns its result and leaves a COMPLETED record."""
     runs = Runs()
-    handler = make_handler(idempotency_store, runs=runs)
+    handler = make_handler(mode, idempotency_store, runs=runs)
+    assert mode.is_async == inspect.iscoroutinefunction(handler)
 
-    result = handler(EVENT, lambda_context)
+    result = mode.call(handler, EVENT, lambda_context)
 
     record = idempotency_store.get(key_of(EVENT))
     assert record is not None
@@ -74,33 +79,34 @@ def test_first_call_runs_the_body_and_stores_its_result(
 
 
 def test_replay_returns_the_stored_result_without_running_the_body(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """A retry with the same payload gets an equal result and the body does not run again."""
     runs = Runs()
-    handler = make_handler(idempotency_store, runs=runs)
+    handler = make_handler(mode, idempotency_store, runs=runs)
 
-    first = handler(EVENT, lambda_context)
-    second = handler(dict(EVENT), lambda_context)
+    first = mode.call(handler, EVENT, lambda_context)
+    second = mode.call(handler, dict(EVENT), lambda_context)
 
     assert first == second
     assert 1 == runs.count
 
 
 def test_different_payloads_run_separately(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """Two payloads are two logical requests: the body runs for each."""
     runs = Runs()
-    handler = make_handler(idempotency_store, runs=runs)
+    handler = make_handler(mode, idempotency_store, runs=runs)
 
-    handler({"order_id": 1}, lambda_context)
-    handler({"order_id": 2}, lambda_context)
+    mode.call(handler, {"order_id": 1}, lambda_context)
+    mode.call(handler, {"order_id": 2}, lambda_context)
 
     assert 2 == runs.count
 
 
 def test_handler_error_releases_the_record_and_propagates_unchanged(
+    mode: Mode,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
@@ -108,16 +114,20 @@ def test_handler_error_releases_the_record_and_propagates_unchanged(
     """The body raising deletes the claim and re-raises the very same exception object."""
     error = RuntimeError("payment declined")
 
-    @idempotent(
-        persistence_store=idempotency_store,
-        config=IdempotencyConfig(decision_hook=decisions),
-        key_prefix=PREFIX,
-    )
-    def handler(event: dict[str, Any], context: Any) -> None:
+    def body(event: dict[str, Any], context: Any) -> None:
         raise error
 
+    handler = mode.wrap(
+        idempotent(
+            persistence_store=idempotency_store,
+            config=IdempotencyConfig(decision_hook=decisions),
+            key_prefix=PREFIX,
+        ),
+        body,
+    )
+
     with pytest.raises(RuntimeError) as raised:
-        handler(EVENT, lambda_context)
+        mode.call(handler, EVENT, lambda_context)
 
     assert raised.value is error
     assert idempotency_store.get(key_of(EVENT)) is None
@@ -125,26 +135,28 @@ def test_handler_error_releases_the_record_and_propagates_unchanged(
 
 
 def test_retry_after_a_handler_error_runs_again(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """After a released failure the next attempt runs the body and its result is stored."""
     runs = Runs()
 
-    @idempotent(persistence_store=idempotency_store, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> str:
+    def body(event: dict[str, Any], context: Any) -> str:
         if runs(event) == 1:
             raise ValueError("transient")
         return "done"
 
+    handler = mode.wrap(idempotent(persistence_store=idempotency_store, key_prefix=PREFIX), body)
+
     with pytest.raises(ValueError, match="transient"):
-        handler(EVENT, lambda_context)
-    assert "done" == handler(EVENT, lambda_context)
-    assert "done" == handler(EVENT, lambda_context)
+        mode.call(handler, EVENT, lambda_context)
+    assert "done" == mode.call(handler, EVENT, lambda_context)
+    assert "done" == mode.call(handler, EVENT, lambda_context)
 
     assert 2 == runs.count
 
 
 def test_failed_release_keeps_the_original_exception_with_a_note(
+    mode: Mode,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
@@ -153,16 +165,20 @@ def test_failed_release_keeps_the_original_exception_with_a_note(
     store = SpyStore(idempotency_store, fail={"release"})
     error = KeyError("missing sku")
 
-    @idempotent(
-        persistence_store=store,
-        config=IdempotencyConfig(decision_hook=decisions),
-        key_prefix=PREFIX,
-    )
-    def handler(event: dict[str, Any], context: Any) -> None:
+    def body(event: dict[str, Any], context: Any) -> None:
         raise error
 
+    handler = mode.wrap(
+        idempotent(
+            persistence_store=store,
+            config=IdempotencyConfig(decision_hook=decisions),
+            key_prefix=PREFIX,
+        ),
+        body,
+    )
+
     with pytest.raises(KeyError) as raised:
-        handler(EVENT, lambda_context)
+        mode.call(handler, EVENT, lambda_context)
 
     record = idempotency_store.get(key_of(EVENT))
     assert record is not None
@@ -174,6 +190,7 @@ def test_failed_release_keeps_the_original_exception_with_a_note(
 
 
 def test_failed_completion_still_returns_the_result(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     decisions: Decisions,
@@ -181,9 +198,9 @@ def test_failed_completion_still_returns_the_result(
     """The store failing on completion: the caller gets the result; the record stays claimed."""
     store = SpyStore(idempotency_store, fail={"complete"})
     runs = Runs()
-    handler = make_handler(store, IdempotencyConfig(decision_hook=decisions), runs)
+    handler = make_handler(mode, store, IdempotencyConfig(decision_hook=decisions), runs)
 
-    result = handler(EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
+    result = mode.call(handler, EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
 
     record = idempotency_store.get(key_of(EVENT))
     assert record is not None
@@ -193,25 +210,27 @@ def test_failed_completion_still_returns_the_result(
 
 
 def test_after_a_failed_completion_duplicates_wait_for_the_lease_then_run_again(
-    idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
+    mode: Mode, idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
 ) -> None:
     """Duplicates see in-progress until the stuck lease ends, then the body runs again."""
     failing = SpyStore(idempotency_store, fail={"complete"})
     runs = Runs()
-    make_handler(failing, runs=runs)(EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
-    handler = make_handler(idempotency_store, runs=runs)
+    stuck = make_handler(mode, failing, runs=runs)
+    mode.call(stuck, EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
+    handler = make_handler(mode, idempotency_store, runs=runs)
 
     idempotency_clock.advance(9)
     with pytest.raises(IdempotencyAlreadyInProgressError):
-        handler(EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
+        mode.call(handler, EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
     idempotency_clock.advance(2.001)
-    result = handler(EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
+    result = mode.call(handler, EVENT, FakeLambdaContext(10_000, clock=idempotency_clock))
 
     assert {"order_id": 7, "run": 2} == result
     assert 2 == runs.count
 
 
 def test_live_in_progress_record_raises_with_the_lease_end(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
@@ -221,10 +240,12 @@ def test_live_in_progress_record_raises_with_the_lease_end(
     lease_end = idempotency_clock.now_ms() + 20_000
     hold(idempotency_store, key_of(EVENT), lease_end_ms=lease_end)
     runs = Runs()
-    handler = make_handler(idempotency_store, IdempotencyConfig(decision_hook=decisions), runs)
+    handler = make_handler(
+        mode, idempotency_store, IdempotencyConfig(decision_hook=decisions), runs
+    )
 
     with pytest.raises(IdempotencyAlreadyInProgressError) as raised:
-        handler(EVENT, lambda_context)
+        mode.call(handler, EVENT, lambda_context)
 
     assert lease_end == raised.value.lease_expires_at_ms
     assert 0 == runs.count
@@ -232,33 +253,35 @@ def test_live_in_progress_record_raises_with_the_lease_end(
 
 
 def test_duplicate_inside_the_running_body_is_refused(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """While the body runs its own key is IN_PROGRESS: a re-entrant duplicate is refused."""
     refused: list[BaseException] = []
 
-    @idempotent(persistence_store=idempotency_store, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> str:
+    def body(event: dict[str, Any], context: Any) -> str:
         if event.get("nested"):
             return "inner"
         try:
-            handler(event, context)
+            mode.call(handler, event, context)
         except IdempotencyAlreadyInProgressError as exc:
             refused.append(exc)
         return "outer"
 
-    assert "outer" == handler(EVENT, lambda_context)
+    handler = mode.wrap(idempotent(persistence_store=idempotency_store, key_prefix=PREFIX), body)
+
+    assert "outer" == mode.call(handler, EVENT, lambda_context)
     assert 1 == len(refused)
 
 
 def test_lease_is_the_remaining_time_of_the_lambda_context(
-    idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
+    mode: Mode, idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
 ) -> None:
     """With a context the lease ends when the invocation must end (at most 1 s earlier)."""
     store = SpyStore(idempotency_store)
     context = FakeLambdaContext(12_345, clock=idempotency_clock)
 
-    make_handler(store, IdempotencyConfig(in_progress_expiry_seconds=60))(EVENT, context)
+    handler = make_handler(mode, store, IdempotencyConfig(in_progress_expiry_seconds=60))
+    mode.call(handler, EVENT, context)
 
     deadline = idempotency_clock.now_ms() + 12_345
     margin = deadline - lease_end_ms(store.claims[0])
@@ -267,6 +290,7 @@ def test_lease_is_the_remaining_time_of_the_lambda_context(
 
 @pytest.mark.parametrize(("in_progress_expiry_seconds", "lease_seconds"), [(None, 900), (120, 120)])
 def test_lease_without_a_context_is_in_progress_expiry_seconds(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     in_progress_expiry_seconds: int | None,
@@ -276,32 +300,36 @@ def test_lease_without_a_context_is_in_progress_expiry_seconds(
     store = SpyStore(idempotency_store)
     config = IdempotencyConfig(in_progress_expiry_seconds=in_progress_expiry_seconds)
 
-    make_handler(store, config)(EVENT, None)
+    mode.call(make_handler(mode, store, config), EVENT, None)
 
     expected = idempotency_clock.now_ms() + lease_seconds * 1000
     assert expected == store.claims[0].in_progress_expiry_timestamp
 
 
 def test_completed_record_expires_after_expires_after_seconds(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
 ) -> None:
     """A result is replayed until ``expires_after_seconds`` have passed, then the body runs."""
     runs = Runs()
-    handler = make_handler(idempotency_store, IdempotencyConfig(expires_after_seconds=60), runs)
+    handler = make_handler(
+        mode, idempotency_store, IdempotencyConfig(expires_after_seconds=60), runs
+    )
 
-    handler(EVENT, lambda_context)
+    mode.call(handler, EVENT, lambda_context)
     idempotency_clock.advance(60)
-    replayed = handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+    replayed = mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
     idempotency_clock.advance(1)
-    fresh = handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+    fresh = mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
 
     assert {"order_id": 7, "run": 1} == replayed
     assert {"order_id": 7, "run": 2} == fresh
 
 
 def test_passed_lease_is_taken_over_and_the_old_owner_is_fenced(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     decisions: Decisions,
@@ -309,18 +337,21 @@ def test_passed_lease_is_taken_over_and_the_old_owner_is_fenced(
     """A newer call takes over a passed lease; the old owner's completion cannot overwrite it."""
     config = IdempotencyConfig(decision_hook=decisions)
 
-    @idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> str:
+    def body(event: dict[str, Any], context: Any) -> str:
         if context.function_name == "slow":
             idempotency_clock.advance(ms=5_000 + CLOCK_SKEW_TOLERANCE_MS + 1)
-            newer = handler(event, FakeLambdaContext(10_000, clock=idempotency_clock))
+            newer = mode.call(handler, event, FakeLambdaContext(10_000, clock=idempotency_clock))
             assert "fast result" == newer
             return "slow result"
         return "fast result"
 
+    handler = mode.wrap(
+        idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX), body
+    )
+
     slow = FakeLambdaContext(5_000, clock=idempotency_clock, function_name="slow")
-    own = handler(EVENT, slow)
-    replay = handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+    own = mode.call(handler, EVENT, slow)
+    replay = mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
 
     assert "slow result" == own
     assert "fast result" == replay
@@ -328,6 +359,7 @@ def test_passed_lease_is_taken_over_and_the_old_owner_is_fenced(
 
 
 def test_old_owner_that_raises_after_a_takeover_leaves_the_newer_record(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     decisions: Decisions,
@@ -335,16 +367,21 @@ def test_old_owner_that_raises_after_a_takeover_leaves_the_newer_record(
     """An old owner failing after being taken over does not delete the newer owner's record."""
     config = IdempotencyConfig(decision_hook=decisions)
 
-    @idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> str:
+    def body(event: dict[str, Any], context: Any) -> str:
         if context.function_name == "slow":
             idempotency_clock.advance(ms=5_000 + CLOCK_SKEW_TOLERANCE_MS + 1)
-            handler(event, FakeLambdaContext(10_000, clock=idempotency_clock))
+            mode.call(handler, event, FakeLambdaContext(10_000, clock=idempotency_clock))
             raise TimeoutError("too slow")
         return "fast result"
 
+    handler = mode.wrap(
+        idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX), body
+    )
+
     with pytest.raises(TimeoutError):
-        handler(EVENT, FakeLambdaContext(5_000, clock=idempotency_clock, function_name="slow"))
+        mode.call(
+            handler, EVENT, FakeLambdaContext(5_000, clock=idempotency_clock, function_name="slow")
+        )
 
     record = idempotency_store.get(key_of(EVENT))
     assert record is not None
@@ -354,6 +391,7 @@ def test_old_owner_that_raises_after_a_takeover_leaves_the_newer_record(
 
 
 def test_lease_must_be_passed_by_the_clock_skew_tolerance(
+    mode: Mode,
     idempotency_clock: ManualClock,
     idempotency_store: InMemoryPersistenceLayer,
     decisions: Decisions,
@@ -362,13 +400,15 @@ def test_lease_must_be_passed_by_the_clock_skew_tolerance(
     lease_end = idempotency_clock.now_ms() + 5_000
     hold(idempotency_store, key_of(EVENT), lease_end_ms=lease_end)
     runs = Runs()
-    handler = make_handler(idempotency_store, IdempotencyConfig(decision_hook=decisions), runs)
+    handler = make_handler(
+        mode, idempotency_store, IdempotencyConfig(decision_hook=decisions), runs
+    )
 
     idempotency_clock.set(lease_end + CLOCK_SKEW_TOLERANCE_MS)
     with pytest.raises(IdempotencyAlreadyInProgressError):
-        handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+        mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
     idempotency_clock.advance(ms=1)
-    handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+    mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
 
     assert 1000 <= CLOCK_SKEW_TOLERANCE_MS
     assert 1 == runs.count
@@ -376,7 +416,7 @@ def test_lease_must_be_passed_by_the_clock_skew_tolerance(
 
 
 def test_in_progress_record_without_a_lease_is_live_until_it_expires(
-    idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
+    mode: Mode, idempotency_clock: ManualClock, idempotency_store: InMemoryPersistenceLayer
 ) -> None:
     """An IN_PROGRESS record with no lease end blocks duplicates until its expiration."""
     now = idempotency_clock.now_ms()
@@ -388,18 +428,19 @@ def test_in_progress_record_without_a_lease_is_live_until_it_expires(
     )
     idempotency_store.claim(record, now_ms=now, lease_cutoff_ms=now)
     runs = Runs()
-    handler = make_handler(idempotency_store, runs=runs)
+    handler = make_handler(mode, idempotency_store, runs=runs)
 
     idempotency_clock.advance(100)
     with pytest.raises(IdempotencyAlreadyInProgressError):
-        handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+        mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
     idempotency_clock.advance(1)
-    handler(EVENT, FakeLambdaContext(clock=idempotency_clock))
+    mode.call(handler, EVENT, FakeLambdaContext(clock=idempotency_clock))
 
     assert 1 == runs.count
 
 
 def test_validation_mismatch_raises_and_does_not_run(
+    mode: Mode,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
@@ -411,12 +452,12 @@ def test_validation_mismatch_raises_and_does_not_run(
         decision_hook=decisions,
     )
     runs = Runs()
-    handler = make_handler(idempotency_store, config, runs)
+    handler = make_handler(mode, idempotency_store, config, runs)
 
-    handler({"order_id": 7, "amount": 10, "note": "a"}, lambda_context)
-    replay = handler({"order_id": 7, "amount": 10, "note": "b"}, lambda_context)
+    mode.call(handler, {"order_id": 7, "amount": 10, "note": "a"}, lambda_context)
+    replay = mode.call(handler, {"order_id": 7, "amount": 10, "note": "b"}, lambda_context)
     with pytest.raises(IdempotencyValidationError):
-        handler({"order_id": 7, "amount": 11}, lambda_context)
+        mode.call(handler, {"order_id": 7, "amount": 11}, lambda_context)
 
     assert {"order_id": 7, "run": 1} == replay
     assert 1 == runs.count
@@ -424,27 +465,31 @@ def test_validation_mismatch_raises_and_does_not_run(
 
 
 def test_validation_also_applies_to_a_duplicate_of_a_running_call(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """A different payload under a key that is in progress is a validation error, too."""
     config = IdempotencyConfig(event_key_jmespath="order_id", payload_validation_jmespath="amount")
     seen: list[BaseException] = []
 
-    @idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX)
-    def handler(event: dict[str, Any], context: Any) -> str:
+    def body(event: dict[str, Any], context: Any) -> str:
         if event["amount"] == 10:
             try:
-                handler({"order_id": event["order_id"], "amount": 99}, context)
+                mode.call(handler, {"order_id": event["order_id"], "amount": 99}, context)
             except IdempotencyValidationError as exc:
                 seen.append(exc)
         return "ok"
 
-    handler({"order_id": 7, "amount": 10}, lambda_context)
+    handler = mode.wrap(
+        idempotent(persistence_store=idempotency_store, config=config, key_prefix=PREFIX), body
+    )
+
+    mode.call(handler, {"order_id": 7, "amount": 10}, lambda_context)
 
     assert 1 == len(seen)
 
 
 def test_store_failure_on_claim_raises_and_does_not_run(
+    mode: Mode,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
@@ -452,10 +497,10 @@ def test_store_failure_on_claim_raises_and_does_not_run(
     """The store failing on the claim raises `IdempotencyPersistenceLayerError`; no body run."""
     store = SpyStore(idempotency_store, fail={"claim"})
     runs = Runs()
-    handler = make_handler(store, IdempotencyConfig(decision_hook=decisions), runs)
+    handler = make_handler(mode, store, IdempotencyConfig(decision_hook=decisions), runs)
 
     with pytest.raises(IdempotencyPersistenceLayerError) as raised:
-        handler(EVENT, lambda_context)
+        mode.call(handler, EVENT, lambda_context)
 
     assert "StoreDownError" == type(raised.value.__cause__).__name__
     assert 0 == runs.count
@@ -463,20 +508,20 @@ def test_store_failure_on_claim_raises_and_does_not_run(
 
 
 def test_store_calls_per_path(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """First call: claim + complete; replay: one claim; handler raised: claim + release."""
     store = SpyStore(idempotency_store)
-    handler = make_handler(store)
+    handler = make_handler(mode, store)
 
-    handler(EVENT, lambda_context)
+    mode.call(handler, EVENT, lambda_context)
     first = dict(store.calls)
     store.calls.clear()
-    handler(EVENT, lambda_context)
+    mode.call(handler, EVENT, lambda_context)
     replay = dict(store.calls)
     store.calls.clear()
     with pytest.raises(KeyError):
-        handler({"no order id": True}, lambda_context)
+        mode.call(handler, {"no order id": True}, lambda_context)
     raised = dict(store.calls)
 
     assert {"claim": 1, "complete": 1} == first
@@ -485,15 +530,16 @@ def test_store_calls_per_path(
 
 
 def test_decisions_carry_the_hashed_key_and_store_calls(
+    mode: Mode,
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
 ) -> None:
     """The decision hook gets one decision per call with the key and the round trips."""
-    handler = make_handler(idempotency_store, IdempotencyConfig(decision_hook=decisions))
+    handler = make_handler(mode, idempotency_store, IdempotencyConfig(decision_hook=decisions))
 
-    handler(EVENT, lambda_context)
-    handler(EVENT, lambda_context)
+    mode.call(handler, EVENT, lambda_context)
+    mode.call(handler, EVENT, lambda_context)
 
     first, second = decisions.items
     assert ("CLAIMED", key_of(EVENT), 2) == (first.outcome.value, first.key, first.store_calls)
@@ -504,20 +550,20 @@ def test_decisions_carry_the_hashed_key_and_store_calls(
 
 
 def test_a_failing_decision_hook_does_not_break_the_call(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """Exceptions raised by the decision hook are logged and swallowed."""
 
     def broken_hook(decision: object) -> None:
         raise RuntimeError("metrics backend down")
 
-    handler = make_handler(idempotency_store, IdempotencyConfig(decision_hook=broken_hook))
+    handler = make_handler(mode, idempotency_store, IdempotencyConfig(decision_hook=broken_hook))
 
-    assert {"order_id": 7, "run": 1} == handler(EVENT, lambda_context)
+    assert {"order_id": 7, "run": 1} == mode.call(handler, EVENT, lambda_context)
 
 
 def test_response_hook_runs_on_replays_only(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
     """``response_hook(response, record)`` shapes replayed responses, never the first one."""
     calls: list[tuple[Any, IdempotencyRecord]] = []
@@ -526,10 +572,10 @@ def test_response_hook_runs_on_replays_only(
         calls.append((response, record))
         return {**response, "replayed": True}
 
-    handler = make_handler(idempotency_store, IdempotencyConfig(response_hook=hook))
+    handler = make_handler(mode, idempotency_store, IdempotencyConfig(response_hook=hook))
 
-    first = handler(EVENT, lambda_context)
-    second = handler(EVENT, lambda_context)
+    first = mode.call(handler, EVENT, lambda_context)
+    second = mode.call(handler, EVENT, lambda_context)
 
     assert {"order_id": 7, "run": 1} == first
     assert {"order_id": 7, "run": 1, "replayed": True} == second
@@ -540,13 +586,13 @@ def test_response_hook_runs_on_replays_only(
 
 
 def test_handler_arguments_may_be_passed_by_keyword(
-    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+    mode: Mode, idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
-    """``handler(event=..., context=...)`` is keyed like the positional call."""
+    """``mode.call(handler, event=..., context=...)`` is keyed like the positional call."""
     runs = Runs()
-    handler = make_handler(idempotency_store, runs=runs)
+    handler = make_handler(mode, idempotency_store, runs=runs)
 
-    handler(EVENT, lambda_context)
-    handler(event=EVENT, context=lambda_context)
+    mode.call(handler, EVENT, lambda_context)
+    mode.call(handler, event=EVENT, context=lambda_context)
 
     assert 1 == runs.count
