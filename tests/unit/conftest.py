@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from _doubles import Decisions
 
 from idempotent_lambda._lambda_context import current_lambda_context
+from tests.unit._doubles import Decisions
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ import inspect
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -19,6 +18,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 EVENT = {"order_id": 7}
 

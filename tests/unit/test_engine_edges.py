@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -20,6 +19,7 @@ from idempotent_lambda import (
 from idempotent_lambda._identity import digest
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore
 
 EVENT = {"order_id": 7}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -20,6 +19,7 @@ from idempotent_lambda import (
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._identity import digest
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 PREFIX = "orders"
 EVENT = {"order_id": 7, "amount": 10}
