@@ -288,10 +288,7 @@ class DynamoDBPersistenceLayer:
     ) -> IdempotencyRecord | None:
         """Read the record for ``idempotency_key`` (strongly consistent); None when absent.
 
-        Args:
-            idempotency_key: The full key.
-            fetch_large_result: False keeps a result offloaded to S3 as its reference (for
-                operators: nothing is fetched).
+        ``fetch_large_result=False`` keeps a result offloaded to S3 as its reference (operators).
         """
         with self._request("GetItem") as client:
             response = client.get_item(
