@@ -1,7 +1,8 @@
 """The table commands: ``records list|get|delete|release-stuck`` and ``create-table``.
 
 They work through `DynamoDBPersistenceLayer`'s operator methods (``scan``, ``get``, ``delete``,
-``release_if_stuck``): the store is the only code that talks to the table.
+``release_if_stuck``), and ``create-table`` through `persistence._dynamodb_table`: no command
+sends a request of its own, so the conditions and the item format exist once, in persistence.
 """
 
 from __future__ import annotations
