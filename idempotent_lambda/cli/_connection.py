@@ -1,15 +1,13 @@
-"""Options shared by the table commands: where the table is and how its items are laid out."""
+"""Where the table is and how its items are laid out: the options, and the store they describe."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import os
 from typing import TYPE_CHECKING
 
-from idempotent_lambda.cli._errors import CliError
-from idempotent_lambda.persistence._dynamodb_item import ItemSchema
+from idempotent_lambda.cli._views import CliError
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 
 if TYPE_CHECKING:
@@ -61,16 +59,20 @@ def add_schema_options(parser: argparse.ArgumentParser, *, names: tuple[str, ...
         )
 
 
-def schema_from(args: argparse.Namespace) -> ItemSchema:
-    """Return the item layout the options describe."""
+def store_from(args: argparse.Namespace) -> DynamoDBPersistenceLayer:
+    """Return the store the options describe, on a client built from them."""
     if args.sort_key_attr and not args.static_pk_value:
         raise CliError(
             "--sort-key-attr needs --static-pk-value: the store's partition value, "
             "'idempotency#<function name>' unless the functions set static_pk_value"
         )
-    fields = {field.name for field in dataclasses.fields(ItemSchema)}
-    options = {name: getattr(args, name) for name in store_attribute_defaults() if name in fields}
-    return ItemSchema(static_pk_value=args.static_pk_value or "", **options)
+    attributes = {name: getattr(args, name) for name in store_attribute_defaults()}
+    return DynamoDBPersistenceLayer(
+        args.table,
+        static_pk_value=args.static_pk_value or None,
+        boto3_client=client_from(args),
+        **attributes,
+    )
 
 
 def endpoint_of(args: argparse.Namespace) -> str | None:
@@ -83,6 +85,7 @@ def client_from(args: argparse.Namespace) -> DynamoDBClient:
     """Build a ``dynamodb`` client from the connection options.
 
     A local endpoint without a configured region gets ``us-east-1``: it only matters for signing.
+    Timeouts are longer than a Lambda function's: a page of a scan may take a while.
     """
     import boto3.session
     from botocore.config import Config

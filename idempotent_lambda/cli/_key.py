@@ -13,7 +13,7 @@ from typing import Any
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._identity import default_prefix, derive_invocation
 from idempotent_lambda.cli import _views
-from idempotent_lambda.cli._errors import NOT_FOUND, OK, CliError
+from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
 from idempotent_lambda.config import IdempotencyConfig
 
 

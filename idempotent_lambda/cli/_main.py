@@ -1,13 +1,50 @@
-"""Entry point: parse, run one command, turn any failure into one line and an exit code."""
+"""Entry point: the parser, the dispatch, and the one error boundary of the CLI.
+
+Each leaf command stores the function that runs it (``set_defaults(run=...)``); `main` calls
+``args.run(args)`` and turns any failure into one line on stderr and an exit code.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from idempotent_lambda.cli._errors import ERROR, INTERRUPTED, CliError, explain, one_line
-from idempotent_lambda.cli._parser import Command, build_parser
+from idempotent_lambda.cli import _key, _records
+from idempotent_lambda.cli._connection import (
+    add_connection_options,
+    add_schema_options,
+    endpoint_of,
+)
+from idempotent_lambda.cli._views import ERROR, INTERRUPTED, CliError
+from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
+
+Command = Callable[[argparse.Namespace], int]
+
+_EPILOG = """\
+exit codes: 0 done, 1 nothing found, 2 error, 130 interrupted
+examples:
+  idempotent-lambda records list --table idempotency --stuck
+  idempotent-lambda records get --table idempotency 'orders#3a7bd3...'
+  idempotent-lambda records release-stuck --table idempotency --yes
+  idempotent-lambda key --prefix orders --jmespath 'body.order_id' event.json
+  idempotent-lambda create-table --table idempotency --endpoint-url http://localhost:8000
+"""
+
+_CREDENTIAL_CODES = frozenset(
+    {
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+        "IncompleteSignature",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "MissingAuthenticationToken",
+        "MissingAuthenticationTokenException",
+    }
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else ERROR
     try:
-        return _command(args.command)(args)
+        code: int = args.run(args)
     except KeyboardInterrupt:
         _fail("interrupted")
         return INTERRUPTED
@@ -36,40 +73,187 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        table = getattr(args, "table", None)
-        endpoint = getattr(args, "endpoint_url", None) or os.environ.get(
-            "AWS_ENDPOINT_URL_DYNAMODB"
-        )
-        message = explain(exc, table=table, endpoint=endpoint)
+        message = explain(exc, table=getattr(args, "table", None), endpoint=endpoint_of(args))
         if message is None:
             message = f"unexpected {type(exc).__name__}: {exc} (run with --debug for details)"
         _fail(message)
         return ERROR
+    return code
 
 
-def _command(name: str) -> Command:
-    """Import the command's module only when it runs (``key`` never imports boto3)."""
-    if name == "key":
-        from idempotent_lambda.cli._key import compute_key
+def explain(exc: BaseException, *, table: str | None, endpoint: str | None) -> str | None:
+    """Return a one-line explanation of a boto3/botocore or library error; None for others.
 
-        return compute_key
-    if name == "create-table":
-        from idempotent_lambda.cli._create_table import create_table
+    A store error that wraps a botocore one (its ``__cause__``) is explained by that cause.
+    """
+    from botocore import exceptions as bce
 
-        return create_table
-    if name == "release-stuck":
-        from idempotent_lambda.cli._release import release_stuck
-
-        return release_stuck
-    from idempotent_lambda.cli import _records
-
-    commands: dict[str, Command] = {
-        "list": _records.list_records,
-        "get": _records.get_record,
-        "delete": _records.delete_record,
-    }
-    return commands[name]
+    if isinstance(exc, IdempotencyPersistenceLayerError) and isinstance(
+        exc.__cause__, bce.ClientError | bce.BotoCoreError
+    ):
+        exc = exc.__cause__
+    where = endpoint or "AWS"
+    if isinstance(exc, bce.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "Unknown"), error.get("Message", "")
+        if code == "ResourceNotFoundException":
+            return f"table {table!r} not found at {where} ({message})" if table else message
+        if code in _CREDENTIAL_CODES:
+            return f"AWS rejected the credentials ({code}): {message}"
+        if code == "AccessDeniedException":
+            return f"access denied to {exc.operation_name}: {message}"
+        return f"DynamoDB {exc.operation_name} failed: {code}: {message}"
+    if isinstance(exc, bce.NoCredentialsError | bce.PartialCredentialsError):
+        return (
+            "no usable AWS credentials: pass --profile or set AWS_PROFILE, or "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        )
+    if isinstance(exc, bce.NoRegionError):
+        return "no AWS region: pass --region or set AWS_REGION"
+    if isinstance(exc, bce.EndpointConnectionError | bce.ConnectTimeoutError):
+        return f"cannot reach DynamoDB at {where}: {exc}"
+    if isinstance(exc, bce.ReadTimeoutError):
+        return f"DynamoDB at {where} did not answer in time: {exc}"
+    if isinstance(exc, bce.BotoCoreError | IdempotencyError):
+        return str(exc)
+    return None
 
 
 def _fail(message: str) -> None:
-    print(f"idempotent-lambda: error: {one_line(message)}", file=sys.stderr)
+    print(f"idempotent-lambda: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+# --- the parser -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser; each leaf command stores the function that runs it as ``run``.
+
+    Commands are looked up on each build, so a test can replace one in its module.
+    """
+    parser = argparse.ArgumentParser(
+        prog="idempotent-lambda",
+        description="Inspect and repair idempotency records; compute the key of an event.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    commands = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+
+    group = commands.add_parser("records", help="list, show, delete or release records")
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = _leaf(
+        actions,
+        "list",
+        _records.list_records,
+        "List records (keys, status, times; never results).",
+        table=True,
+    )
+    _add_scan_options(listing)
+    listing.add_argument(
+        "--status",
+        type=str.upper,
+        choices=["IN_PROGRESS", "COMPLETED", "EXPIRED"],
+        help="only records with this status (EXPIRED: expiration passed, not yet deleted by TTL)",
+    )
+    listing.add_argument(
+        "--stuck", action="store_true", help="only IN_PROGRESS records whose lease has passed"
+    )
+    listing.add_argument("--limit", type=_positive, metavar="N", help="stop after N records")
+    get = _leaf(
+        actions,
+        "get",
+        _records.get_record,
+        "Show one record, with its decoded result (or where S3 holds it).",
+        table=True,
+    )
+    get.add_argument("key", metavar="KEY", help="the full key, e.g. 'orders#3a7bd3...'")
+    get.add_argument("--no-data", action="store_true", help="do not show the stored result")
+    delete = _leaf(
+        actions,
+        "delete",
+        _records.delete_record,
+        "Delete one record, so the next request with its key runs again.",
+        table=True,
+    )
+    delete.add_argument("key", metavar="KEY", help="the full key")
+    delete.add_argument(
+        "--force", action="store_true", help="delete even an IN_PROGRESS record with a live lease"
+    )
+    release = _leaf(
+        actions,
+        "release-stuck",
+        _records.release_stuck,
+        "Delete IN_PROGRESS records whose lease has passed (dry run unless --yes).",
+        table=True,
+    )
+    _add_scan_options(release)
+    release.add_argument("--yes", action="store_true", help="really delete them")
+
+    _add_key(
+        _leaf(commands, "key", _key.compute_key, "Print the idempotency key an event would get.")
+    )
+    create = _leaf(
+        commands,
+        "create-table",
+        _records.create_table,
+        "Create an on-demand idempotency table with TTL (for local development).",
+    )
+    add_connection_options(create)
+    add_schema_options(create, names=("key_attr", "sort_key_attr", "expiry_attr"))
+    create.add_argument("--no-wait", action="store_true", help="do not wait until ACTIVE")
+    return parser
+
+
+def _leaf(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    run: Command,
+    help_text: str,
+    *,
+    table: bool = False,
+) -> argparse.ArgumentParser:
+    """Add the command ``name``, run by ``run``; table commands get the connection options."""
+    parser = commands.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(run=run)
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    if table:
+        add_connection_options(parser)
+        add_schema_options(parser)
+    return parser
+
+
+def _add_scan_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefix", help="only keys that start with this")
+    parser.add_argument(
+        "--page-size", type=_positive, metavar="N", help="items per Scan/Query request"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+
+
+def _add_key(key: argparse.ArgumentParser) -> None:
+    where = key.add_mutually_exclusive_group(required=True)
+    where.add_argument("--prefix", help="the key prefix (the decorator's key_prefix)")
+    where.add_argument(
+        "--handler",
+        metavar="MODULE:QUALNAME",
+        help="derive the default prefix of this function instead",
+    )
+    key.add_argument(
+        "--function-name",
+        metavar="NAME",
+        help="Lambda function name for --handler (default: AWS_LAMBDA_FUNCTION_NAME or 'local')",
+    )
+    key.add_argument("--jmespath", default="", metavar="EXPR", help="event_key_jmespath")
+    key.add_argument(
+        "--validation-jmespath", default="", metavar="EXPR", help="payload_validation_jmespath"
+    )
+    key.add_argument("--hash", default="sha256", metavar="NAME", help="hash_function (sha256)")
+    key.add_argument("event", metavar="EVENT.json", help="the event or payload; - reads stdin")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value

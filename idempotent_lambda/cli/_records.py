@@ -1,24 +1,34 @@
-"""``records list|get|delete``: look at the records of an idempotency table, remove one."""
+"""The table commands: ``records list|get|delete|release-stuck`` and ``create-table``.
+
+They work through `DynamoDBPersistenceLayer`'s operator methods (``scan``, ``get``, ``delete``,
+``release_if_stuck``), and ``create-table`` through `persistence._dynamodb_table`: no command
+sends a request of its own, so the conditions and the item format exist once, in persistence.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.cli import _views
-from idempotent_lambda.cli._connection import client_from, schema_from
-from idempotent_lambda.cli._errors import NOT_FOUND, OK, CliError
-from idempotent_lambda.cli._scan import Progress, records
+from idempotent_lambda.cli._connection import client_from, store_from
+from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
+from idempotent_lambda.persistence._dynamodb_table import (
+    create_idempotency_table,
+    describe_idempotency_table,
+)
+from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
-
-    from idempotent_lambda.persistence._dynamodb_item import ItemSchema
-
+#: What ``records delete`` cannot reach: results cached in the memory of warm instances.
+LOCAL_CACHE_NOTE = (
+    "note: functions with use_local_cache=True may replay this result from a warm instance's "
+    "memory until that instance is recycled or the record's expiry passes"
+)
 LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
 
 
@@ -30,13 +40,11 @@ def now_and_cutoff() -> tuple[int, int]:
 
 def list_records(args: argparse.Namespace) -> int:
     """``records list``: print the records that match the filters (never their results)."""
-    client, schema = client_from(args), schema_from(args)
+    store = store_from(args)
     now, cutoff = now_and_cutoff()
-    progress = Progress(enabled=not args.quiet)
+    progress = _views.Progress(enabled=not args.quiet)
     views = []
-    for record in records(
-        client, args.table, schema, prefix=args.prefix, page_size=args.page_size, progress=progress
-    ):
+    for record in _records(store, args, progress):
         if args.stuck and not _views.is_stuck(record, cutoff):
             continue
         if args.status and record.effective_status(now).value != args.status:
@@ -61,8 +69,7 @@ def get_record(args: argparse.Namespace) -> int:
 
     A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
     """
-    client, schema = client_from(args), schema_from(args)
-    record = read(client, args.table, schema, args.key)
+    record = store_from(args).get(args.key, fetch_large_result=False)
     if record is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
@@ -78,59 +85,104 @@ def get_record(args: argparse.Namespace) -> int:
 
 def delete_record(args: argparse.Namespace) -> int:
     """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force."""
-    client, schema = client_from(args), schema_from(args)
     now, cutoff = now_and_cutoff()
-    names = {"#key": schema.idempotency_key_attr}
-    values: dict[str, Any] = {}
-    condition = "attribute_exists(#key)"
-    if not args.force:
-        names |= {
-            "#status": schema.status_attr,
-            "#lease": schema.in_progress_expiry_attr,
-            "#expiry": schema.expiry_attr,
-        }
-        values = {
-            ":in_progress": {"S": Status.IN_PROGRESS.value},
-            ":cutoff_ms": {"N": str(cutoff)},
-            ":cutoff_s": {"N": str(cutoff // 1000)},
-        }
-        condition += (
-            " AND (#status <> :in_progress OR #lease < :cutoff_ms"
-            " OR (attribute_not_exists(#lease) AND #expiry < :cutoff_s))"
-        )
-    request: dict[str, Any] = {
-        "TableName": args.table,
-        "Key": schema.key(args.key),
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": names,
-        "ReturnValues": "ALL_OLD",
-    }
-    if values:
-        request["ExpressionAttributeValues"] = values
-    try:
-        response = client.delete_item(**request)
-    except client.exceptions.ConditionalCheckFailedException:
-        _refuse_delete(read(client, args.table, schema, args.key), args.key, now)
-        raise  # pragma: no cover - _refuse_delete always raises
-    deleted = schema.from_item(response.get("Attributes", {}))
+    outcome = store_from(args).delete(args.key, live_cutoff_ms=None if args.force else cutoff)
+    deleted = outcome.record
+    if not outcome.deleted or deleted is None:
+        _refuse_delete(deleted, args.key, now)
     shown = _views.view(deleted, now_ms=now, cutoff_ms=cutoff)
     if args.json:
         _views.write_json({"deleted": True, "record": shown})
     else:
         print(f"deleted {deleted.idempotency_key} (was {shown['status']})")
+    _views.note(LOCAL_CACHE_NOTE)
     return OK
 
 
-def read(
-    client: DynamoDBClient, table: str, schema: ItemSchema, key: str
-) -> IdempotencyRecord | None:
-    """Read one record (strongly consistent); None when absent."""
-    response = client.get_item(TableName=table, Key=schema.key(key), ConsistentRead=True)
-    item = response.get("Item")
-    return None if item is None else schema.from_item(item)
+def release_stuck(args: argparse.Namespace) -> int:
+    """``records release-stuck``: list stuck records (dry run), or delete them with ``--yes``.
+
+    A stuck record does no harm on its own (the next claim takes it over), but it shows up as
+    in-progress to ``records get`` and in alarms. Each delete is fenced on what the scan saw
+    (`DynamoDBPersistenceLayer.release_if_stuck`), so an owner that claimed the key in the
+    meantime is never touched.
+    """
+    store = store_from(args)
+    now, cutoff = now_and_cutoff()
+    progress = _views.Progress(enabled=not args.quiet)
+    stuck = []
+    for record in _records(store, args, progress):
+        if _views.is_stuck(record, cutoff):
+            stuck.append(record)
+            progress.matched += 1
+    progress.done()
+    views = [_views.view(r, now_ms=now, cutoff_ms=cutoff) for r in stuck]
+    if not args.yes:
+        if args.json:
+            _views.write_json({"dry_run": True, "stuck": views, "released": [], "skipped": []})
+            return OK
+        if views:
+            print(_views.table(LIST_HEADERS, [row(v) for v in views]))
+        _views.note(
+            f"dry run: {len(views)} stuck record{'' if len(views) == 1 else 's'} would be "
+            "released; run again with --yes to release them"
+        )
+        return OK
+    released: list[str] = []
+    skipped: list[str] = []
+    for record in stuck:
+        done = store.release_if_stuck(record, cutoff_ms=cutoff)
+        (released if done else skipped).append(record.idempotency_key)
+        if not args.json:
+            action = "released" if done else "left alone (changed since it was read):"
+            print(f"{action} {record.idempotency_key}")
+    if args.json:
+        _views.write_json(
+            {"dry_run": False, "stuck": views, "released": released, "skipped": skipped}
+        )
+    else:
+        _views.note(f"released {len(released)}, left alone {len(skipped)}")
+    return OK
 
 
-def _refuse_delete(record: IdempotencyRecord | None, key: str, now: int) -> None:
+def create_table(args: argparse.Namespace) -> int:
+    """``create-table``: create the table (an existing one is kept) and print its layout."""
+    client = client_from(args)
+    create_idempotency_table(
+        client,
+        table_name=args.table,
+        key_attr=args.key_attr,
+        sort_key_attr=args.sort_key_attr,
+        expiry_attr=args.expiry_attr,
+        wait=not args.no_wait,
+    )
+    summary = {"table": args.table, **describe_idempotency_table(client, args.table)}
+    if args.json:
+        _views.write_json(summary)
+    else:
+        sort = f", sort key {summary['sort_key']}" if summary["sort_key"] else ""
+        ttl_text = f"TTL on {summary['ttl_attribute']}" if summary["ttl_attribute"] else "TTL off"
+        print(f"table {args.table}: partition key {summary['partition_key']}{sort}, {ttl_text}")
+    expected = (args.key_attr, args.sort_key_attr)
+    if (summary["partition_key"], summary["sort_key"]) != expected:
+        _views.note(
+            f"warning: the existing table's key schema differs from the requested "
+            f"{args.key_attr}/{args.sort_key_attr or '-'}"
+        )
+    return OK
+
+
+def _records(
+    store: DynamoDBPersistenceLayer, args: argparse.Namespace, progress: _views.Progress
+) -> Iterator[IdempotencyRecord]:
+    """Yield the records of the table under ``--prefix``, counting pages in ``progress``."""
+    for page in store.scan(prefix=args.prefix, page_size=args.page_size):
+        progress.page(page.scanned, page.skipped)
+        yield from page.records
+
+
+def _refuse_delete(record: IdempotencyRecord | None, key: str, now: int) -> NoReturn:
+    """Raise the error that says why nothing was deleted."""
     if record is None:
         raise CliError(f"no record with key {key!r}", NOT_FOUND)
     lease = record.in_progress_expiry_timestamp

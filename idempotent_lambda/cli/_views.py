@@ -1,4 +1,4 @@
-"""How records look to an operator: JSON views, times, tables."""
+"""What the operator sees: record views, times, tables, notes, progress, and exit codes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime
 import decimal
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,56 @@ from idempotent_lambda.persistence._s3_offload import is_reference, parse_refere
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _UTC = datetime.timezone.utc
+#: Exit codes.
+OK, NOT_FOUND, ERROR, INTERRUPTED = 0, 1, 2, 130
+#: Seconds between two progress lines.
+PROGRESS_INTERVAL_S = 1.0
+
+
+class CliError(Exception):
+    """A failure to report as one line, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int = ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Progress:
+    """Progress of a scan on stderr: a line per interval while it runs, a summary if it paged."""
+
+    def __init__(self, *, enabled: bool, interval_s: float = PROGRESS_INTERVAL_S) -> None:
+        self.enabled = enabled
+        self.interval_s = interval_s
+        self.pages = self.scanned = self.matched = self.skipped = 0
+        self._started = self._last = time.monotonic()
+        self._tty = sys.stderr.isatty()
+
+    def page(self, scanned: int, skipped: int) -> None:
+        """Count a page that read ``scanned`` items, ``skipped`` of them not records."""
+        self.pages += 1
+        self.scanned += scanned
+        self.skipped += skipped
+        now = time.monotonic()
+        if self.enabled and now - self._last >= self.interval_s:
+            self._last = now
+            self._print(f"scanning: {self.scanned} items read, {self.matched} match...")
+
+    def done(self) -> None:
+        """Print the summary of a multi-page scan, and how many items were not records."""
+        if self._tty and self.enabled and self.pages > 1:
+            sys.stderr.write("\r\033[K")
+        if self.enabled and self.pages > 1:
+            elapsed = time.monotonic() - self._started
+            note(f"scanned {self.scanned} items in {self.pages} pages ({elapsed:.1f}s)")
+        if self.skipped:
+            note(f"skipped {self.skipped} items that are not idempotency records")
+
+    def _print(self, text: str) -> None:
+        if self._tty:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+        else:
+            note(text)
 
 
 def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:

@@ -21,18 +21,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from idempotent_lambda.exceptions import (
-    IdempotencyConfigError,
-    IdempotencyError,
-    IdempotencyPersistenceLayerError,
-)
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyPersistenceLayerError
+from idempotent_lambda.persistence._aws import S3_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
 from idempotent_lambda.persistence.base import MAX_STORED_DATA_BYTES, encode_stored_data
 
@@ -94,10 +88,9 @@ class LargeResults:
         self.bucket = bucket
         self.prefix = DEFAULT_PREFIX if prefix is None else prefix
         self.threshold_bytes = threshold
-        self._client = client
-        self._session = session
-        self._boto_config = boto_config
-        self._client_lock = threading.Lock()
+        self._client: LazyClient[Any] = LazyClient(
+            "s3", client=client, session=session, boto_config=boto_config, defaults=S3_DEFAULTS
+        )
 
     def encode(
         self, idempotency_key: str, owner: str | None, data: str, *, compression_threshold: int
@@ -129,8 +122,8 @@ class LargeResults:
                 missing, unreadable, of the wrong size or checksum, or does not decompress.
         """
         bucket, key, sha256, size = parse_reference(text)
-        with _s3_request("GetObject"):
-            body = self._get_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        with translate_errors("S3", "GetObject"):
+            body = self._client.get().get_object(Bucket=bucket, Key=key)["Body"].read()
         if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
             raise IdempotencyPersistenceLayerError(
                 f"large result object s3://{bucket}/{key} does not match its record's checksum"
@@ -145,8 +138,8 @@ class LargeResults:
     def _put(self, bucket: str, idempotency_key: str, owner: str | None, body: bytes) -> str:
         key = f"{self.prefix}{quote(idempotency_key, safe='.-_~')}/{owner or 'unowned'}"
         digest = hashlib.sha256(body)
-        with _s3_request("PutObject"):
-            self._get_client().put_object(
+        with translate_errors("S3", "PutObject"):
+            self._client.get().put_object(
                 Bucket=bucket,
                 Key=key,
                 Body=body,
@@ -161,15 +154,6 @@ class LargeResults:
             "encoding": "zlib",
         }
         return json.dumps({REFERENCE_TAG: reference}, separators=(",", ":"))
-
-    def _get_client(self) -> Any:
-        client = self._client
-        if client is None:
-            with self._client_lock:
-                if self._client is None:
-                    self._client = _build_client(self._session, self._boto_config)
-                client = self._client
-        return client
 
 
 def parse_reference(text: str) -> tuple[str, str, str, int]:
@@ -188,35 +172,3 @@ def parse_reference(text: str) -> tuple[str, str, str, int]:
     if not valid or isinstance(size, bool) or not isinstance(size, int):
         raise CorruptItemError("idempotency item holds a malformed S3 reference")
     return bucket, key, sha256, size
-
-
-@contextmanager
-def _s3_request(operation: str) -> Iterator[None]:
-    """Translate botocore errors raised inside into `IdempotencyPersistenceLayerError`."""
-    from idempotent_lambda.persistence.dynamodb import _botocore_error_code  # it imports us
-
-    try:
-        yield
-    except IdempotencyError:
-        raise
-    except Exception as exc:
-        code = _botocore_error_code(exc)
-        if code is None:
-            raise
-        raise IdempotencyPersistenceLayerError(f"S3 {operation} failed: {code}") from exc
-
-
-def _build_client(session: boto3.session.Session | None, user_config: Config | None) -> Any:
-    """Build the ``s3`` client with Lambda-friendly retries and timeouts."""
-    import boto3.session
-    from botocore.config import Config
-
-    config = Config(
-        retries={"total_max_attempts": 3, "mode": "standard"},
-        connect_timeout=2,
-        read_timeout=10,
-        tcp_keepalive=True,
-    )
-    if user_config is not None:
-        config = config.merge(user_config)
-    return (session or boto3.session.Session()).client("s3", config=config)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -11,12 +10,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
-    IdempotencyError,
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
 )
+from idempotent_lambda.persistence import _dynamodb_operator as operator
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
+from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
+from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
 from idempotent_lambda.persistence._s3_offload import LargeResults, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
@@ -47,10 +48,9 @@ class DynamoDBPersistenceLayer:
     on ``status = IN_PROGRESS AND owner = :token``; reads are strongly consistent ``GetItem``.
     The item format is described in `idempotent_lambda.persistence._dynamodb_item`.
 
-    The boto3 client is built lazily on first use (never at import or construction, so cold
-    starts that never reach the store pay nothing), once, thread-safely. It uses bounded retries
-    and timeouts that fit in a Lambda invocation; ``boto_config`` is merged over them. No endpoint
-    is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
+    The boto3 client is built lazily on first use, once, thread-safely, with bounded retries and
+    timeouts that fit in a Lambda invocation and a pool of 32 connections; ``boto_config`` is
+    merged over them; ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured (see `persistence._aws`).
 
     Transactional completion (`complete_with`, behind
     `idempotent_lambda.transaction.current_transaction`): the business writes and the COMPLETED
@@ -65,12 +65,9 @@ class DynamoDBPersistenceLayer:
     fetches and verifies it. IAM: ``s3:PutObject`` and ``s3:GetObject`` on the prefix. Without a
     bucket a result too large for an item is an `IdempotencyUnstorableResultError`.
 
-    Errors: every botocore/boto3 failure (throttling, missing table, timeouts, connection and
-    credential errors) becomes `IdempotencyPersistenceLayerError` naming the operation and error
-    code, with the original as ``__cause__``. An item that does not follow the record format
-    (unknown or missing status, missing key, wrong attribute types, undecodable data) also raises
-    `IdempotencyPersistenceLayerError`, never a bare ``KeyError`` or ``ValueError``. Error
-    messages never contain item contents.
+    Errors: every botocore/boto3 failure becomes `IdempotencyPersistenceLayerError` naming the
+    operation and error code, with the original as ``__cause__``. So does an item that does not
+    follow the record format, never a bare ``KeyError``; messages never contain item contents.
 
     Args:
         table_name: The table; its partition key is ``key_attr`` (and sort key ``sort_key_attr``).
@@ -147,10 +144,13 @@ class DynamoDBPersistenceLayer:
             session=boto3_session,
             boto_config=boto_config,
         )
-        self._boto_config = boto_config
-        self._boto3_session = boto3_session
-        self._client: DynamoDBClient | None = boto3_client
-        self._client_lock = threading.Lock()
+        self._client: LazyClient[DynamoDBClient] = LazyClient(
+            "dynamodb",
+            client=boto3_client,
+            session=boto3_session,
+            boto_config=boto_config,
+            defaults=DYNAMODB_DEFAULTS,
+        )
 
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
@@ -254,7 +254,7 @@ class DynamoDBPersistenceLayer:
             "Item": self._schema.to_item(record, self._encode(record)),
             **self._owned_by(record.owner),
         }
-        return self._transact([*writes, {"Put": own}], writes, with_record=True)
+        return transact.send(self._request, [*writes, {"Put": own}], writes, with_record=True)
 
     def write_transaction(self, writes: Sequence[TransactItem]) -> None:
         """Apply ``writes`` in one ``TransactWriteItems``, without a record.
@@ -264,7 +264,7 @@ class DynamoDBPersistenceLayer:
             IdempotencyTransactionError: The writes are invalid.
         """
         transact.check_writes(writes, table_name=self.table_name, record_key=None)
-        self._transact(list(writes), writes, with_record=False)
+        transact.send(self._request, list(writes), writes, with_record=False)
 
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Delete the caller's IN_PROGRESS record, if still owned, so a retry runs again.
@@ -283,8 +283,13 @@ class DynamoDBPersistenceLayer:
                 return False
         return True
 
-    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
-        """Read the record for ``idempotency_key`` (strongly consistent); None when absent."""
+    def get(
+        self, idempotency_key: str, *, fetch_large_result: bool = True
+    ) -> IdempotencyRecord | None:
+        """Read the record for ``idempotency_key`` (strongly consistent); None when absent.
+
+        ``fetch_large_result=False`` keeps a result offloaded to S3 as its reference (operators).
+        """
         with self._request("GetItem") as client:
             response = client.get_item(
                 TableName=self.table_name,
@@ -292,13 +297,57 @@ class DynamoDBPersistenceLayer:
                 ConsistentRead=True,
             )
         item = response.get("Item")
-        return None if item is None else self._resolve(self._schema.from_item(item))
+        if item is None:
+            return None
+        record = self._schema.from_item(item)
+        return self._resolve(record) if fetch_large_result else record
 
-    def _transact(
-        self, items: list[TransactItem], writes: Sequence[TransactItem], *, with_record: bool
-    ) -> bool:
-        """Send the transaction; False when our record's condition failed."""
-        return transact.send(self._request, items, writes, with_record=with_record)
+    # --- Operator methods (the CLI's), never on an invocation's path. ---
+
+    def scan(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> Iterator[ScanPage]:
+        """Read the records whose key starts with ``prefix``, page by page, without results.
+
+        A simple-key table is scanned; in composite-key mode only the store's partition is
+        queried. Items that are not records are counted per page (``skipped``), not returned.
+        """
+        return operator.scan(
+            self._request, self._schema, self.table_name, prefix=prefix, page_size=page_size
+        )
+
+    def delete(self, idempotency_key: str, *, live_cutoff_ms: int | None = None) -> DeleteOutcome:
+        """Delete the record of ``idempotency_key``, whatever its owner, so the key runs again.
+
+        Args:
+            idempotency_key: The full key.
+            live_cutoff_ms: Keep an IN_PROGRESS record whose lease ends at or after this (an
+                invocation may still be running it); None deletes it anyway.
+
+        Returns:
+            Whether it was deleted, and the deleted record or the one kept (None: no record).
+            An offloaded result stays a reference; its S3 object is left to the lifecycle rule.
+        """
+        outcome = operator.delete(
+            self._request, self._schema, self.table_name, idempotency_key, live_cutoff_ms
+        )
+        if outcome is None:  # the endpoint did not send the kept item back: read it
+            return DeleteOutcome(False, self.get(idempotency_key, fetch_large_result=False))
+        return outcome
+
+    def release_if_stuck(self, seen: IdempotencyRecord, *, cutoff_ms: int) -> bool:
+        """Delete ``seen`` if it is still the same IN_PROGRESS claim, with a lease that ended.
+
+        Fenced on ``seen``'s owner and on its lease ending before ``cutoff_ms`` (without a lease
+        end: its expiration), so an owner that claimed the key since ``seen`` was read is never
+        touched.
+
+        Returns:
+            False when the record changed since it was read, or its lease is live.
+        """
+        return operator.release_if_stuck(
+            self._request, self._schema, self.table_name, seen, cutoff_ms
+        )
 
     def _encode(self, record: IdempotencyRecord) -> str | bytes | None:
         if record.response_data is None:
@@ -343,54 +392,9 @@ class DynamoDBPersistenceLayer:
     @contextmanager
     def _request(self, operation: str) -> Iterator[DynamoDBClient]:
         """Yield the client; translate any botocore error raised inside into our error type."""
-        try:
-            yield self._get_client()
-        except IdempotencyError:
-            raise
-        except Exception as exc:
-            code = _botocore_error_code(exc)
-            if code is None:
-                raise
-            raise IdempotencyPersistenceLayerError(f"DynamoDB {operation} failed: {code}") from exc
+        with translate_errors("DynamoDB", operation):
+            yield self._client.get()
 
     def _get_client(self) -> DynamoDBClient:
-        client = self._client
-        if client is None:
-            with self._client_lock:
-                if self._client is None:
-                    self._client = _build_client(self._boto3_session, self._boto_config)
-                client = self._client
-        return client
-
-
-def _build_client(
-    session: boto3.session.Session | None, user_config: Config | None
-) -> DynamoDBClient:
-    """Build the ``dynamodb`` client with Lambda-friendly retries and timeouts."""
-    import boto3.session
-    from botocore.config import Config
-
-    config = Config(
-        retries={"total_max_attempts": 3, "mode": "standard"},
-        connect_timeout=2,
-        read_timeout=3,
-        tcp_keepalive=True,
-        max_pool_connections=32,  # batch adapters run up to that many records at once
-    )
-    if user_config is not None:
-        config = config.merge(user_config)
-    return (session or boto3.session.Session()).client("dynamodb", config=config)
-
-
-def _botocore_error_code(exc: Exception) -> str | None:
-    """Return the error code of a botocore/boto3 exception, or None for any other exception."""
-    try:
-        from boto3.exceptions import Boto3Error
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:  # pragma: no cover - boto3 is a dependency
-        return None
-    if isinstance(exc, ClientError):
-        return exc.response.get("Error", {}).get("Code") or type(exc).__name__
-    if isinstance(exc, (BotoCoreError, Boto3Error)):
-        return type(exc).__name__
-    return None
+        """Return the client, building it on first use."""
+        return self._client.get()

@@ -10,17 +10,12 @@ test directories.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # `samples` is the repository's folder, not an installed package
-    sys.path.insert(0, str(ROOT))
-
-from samples.scenario import LocalApp, build_app, watching  # noqa: E402
+from samples.scenario import LocalApp, build_app, watching
 
 _HERE = Path(__file__).parent
 _DUMMY_AWS = {
@@ -33,9 +28,9 @@ _DUMMY_AWS = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test under tests/functional as ``integration`` (it talks to a server)."""
+    """Mark the tests here that run the sample app as ``integration`` (it talks to a server)."""
     for item in items:
-        if _HERE in item.path.parents:
+        if _HERE in item.path.parents and "sample_app" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
 
 

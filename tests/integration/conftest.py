@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from idempotent_lambda._table_setup import create_idempotency_table
+from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 
 if TYPE_CHECKING:

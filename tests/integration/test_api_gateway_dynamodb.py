@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.testing import FakeLambdaContext
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
 
 
 @pytest.fixture(params=ev.SHAPES)

@@ -20,9 +20,6 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda.cli import main
-from idempotent_lambda.cli._connection import schema_from
-from idempotent_lambda.cli._parser import build_parser
-from idempotent_lambda.cli._release import release
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -260,7 +257,9 @@ def test_delete_refuses_a_live_in_progress_record_unless_forced(
     dynamodb_store: DynamoDBPersistenceLayer,
 ) -> None:
     """Completed and stuck records are deleted; a live claim needs --force; missing exits 1."""
-    assert 0 == cli("records", "delete", *on_table, "orders#done").code
+    done = cli("records", "delete", *on_table, "orders#done")
+    assert 0 == done.code
+    assert "use_local_cache=True may replay this result" in done.err
     assert dynamodb_store.get("orders#done") is None
     assert 0 == cli("records", "delete", *on_table, "orders#stuck").code
 
@@ -317,8 +316,6 @@ def test_release_stuck_deletes_only_records_whose_lease_passed(
 
 def test_release_never_touches_an_owner_that_claimed_since_the_scan(
     dynamodb_store: DynamoDBPersistenceLayer,
-    dynamodb_client: DynamoDBClient,
-    idempotency_table: str,
 ) -> None:
     """The delete is fenced on the owner seen by the scan: a new live owner survives."""
     now = SYSTEM_CLOCK.now_ms()
@@ -331,9 +328,8 @@ def test_release_never_touches_an_owner_that_claimed_since_the_scan(
         owner="new-owner",
     )
     assert dynamodb_store.claim(taken_over, now_ms=now, lease_cutoff_ms=now - 1000).claimed
-    schema = schema_from(build_parser().parse_args(["records", "list", "--table", "t"]))
 
-    assert not release(dynamodb_client, idempotency_table, schema, seen, cutoff_ms=now - 1000)
+    assert not dynamodb_store.release_if_stuck(seen, cutoff_ms=now - 1000)
     current = dynamodb_store.get("orders#race")
     assert current is not None
     assert "new-owner" == current.owner
@@ -341,14 +337,11 @@ def test_release_never_touches_an_owner_that_claimed_since_the_scan(
 
 def test_release_of_a_stale_snapshot_whose_lease_was_extended_is_refused(
     dynamodb_store: DynamoDBPersistenceLayer,
-    dynamodb_client: DynamoDBClient,
-    idempotency_table: str,
 ) -> None:
     """Even with the same owner, a lease that is live at delete time is not released."""
     now = SYSTEM_CLOCK.now_ms()
     record = seed(dynamodb_store, "orders#same", lease=now + 600_000, owner="o")
-    schema = schema_from(build_parser().parse_args(["records", "list", "--table", "t"]))
-    assert not release(dynamodb_client, idempotency_table, schema, record, cutoff_ms=now)
+    assert not dynamodb_store.release_if_stuck(record, cutoff_ms=now)
     assert dynamodb_store.get("orders#same") is not None
 
 

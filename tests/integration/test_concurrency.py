@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import _process_worker
 import pytest
 
 from idempotent_lambda import (
@@ -31,6 +30,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.integration import _process_worker
 
 THREADS = 16
 PROCESSES = 4

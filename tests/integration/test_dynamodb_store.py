@@ -18,13 +18,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from botocore.stub import Stubber
 
-import idempotent_lambda.persistence.dynamodb as dynamodb_module
-from idempotent_lambda._table_setup import create_idempotency_table
 from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
 )
+from idempotent_lambda.persistence import _aws
 from idempotent_lambda.persistence._dynamodb_item import ItemSchema
+from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
 from idempotent_lambda.persistence.base import DEFAULT_COMPRESSION_THRESHOLD_BYTES, ClaimOutcome
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -66,9 +66,8 @@ STUB_METHODS = {"PutItem": "put_item", "DeleteItem": "delete_item", "GetItem": "
 
 def client_of(store: DynamoDBPersistenceLayer) -> DynamoDBClient:
     """Return the store's client, which must have been built."""
-    client = store._client
-    assert client is not None
-    return client
+    assert store._client.built
+    return store._get_client()
 
 
 @contextmanager
@@ -113,7 +112,7 @@ def test_importing_the_store_does_not_import_boto3() -> None:
 def test_constructing_the_store_builds_no_client() -> None:
     """A new store has no client until its first operation."""
     store = DynamoDBPersistenceLayer("any-table")
-    assert store._client is None
+    assert not store._client.built
 
 
 def test_client_built_lazily_honours_endpoint_env(
@@ -122,7 +121,7 @@ def test_client_built_lazily_honours_endpoint_env(
     """With no client given, the first operation builds one at ``AWS_ENDPOINT_URL_DYNAMODB``."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
     store = DynamoDBPersistenceLayer(idempotency_table)
-    assert store._client is None
+    assert not store._client.built
     assert store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS).claimed
     assert dynamodb_endpoint == client_of(store).meta.endpoint_url
     expected = CLAIMED
@@ -130,12 +129,30 @@ def test_client_built_lazily_honours_endpoint_env(
 
 
 def test_default_client_config_bounds_retries_and_timeouts() -> None:
-    """The built client makes at most 3 attempts in standard mode, with 2 s/3 s timeouts."""
+    """The built client makes at most 3 attempts in standard mode, with 2 s/3 s timeouts.
+
+    Its pool holds 32 connections (botocore's default is 10), as the docs say.
+    """
     store = DynamoDBPersistenceLayer("any-table")
     config = client_of_built(store).meta.config
-    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 3, True)
+    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 3, True, 32)
     assert expected == options(
-        config, "retries", "connect_timeout", "read_timeout", "tcp_keepalive"
+        config,
+        "retries",
+        "connect_timeout",
+        "read_timeout",
+        "tcp_keepalive",
+        "max_pool_connections",
+    )
+
+
+def test_default_s3_client_config() -> None:
+    """The large-result client has the same bounded retries, a 10 s read timeout, 32 connections."""
+    store = DynamoDBPersistenceLayer("any-table", large_result_bucket="results")
+    config = store._large._client.get().meta.config
+    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 10, 32)
+    assert expected == options(
+        config, "retries", "connect_timeout", "read_timeout", "max_pool_connections"
     )
 
 
@@ -174,7 +191,7 @@ def test_client_is_built_once_under_concurrency(
         time.sleep(0.05)
         return dynamodb_client
 
-    monkeypatch.setattr(dynamodb_module, "_build_client", slow_build)
+    monkeypatch.setattr(_aws, "build_client", slow_build)
     store = DynamoDBPersistenceLayer(idempotency_table)
     threads = [threading.Thread(target=store.get, args=(KEY,)) for _ in range(8)]
     for thread in threads:

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from _support import SECRET
+from tests.reliability._support import SECRET
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
 

@@ -1,7 +1,7 @@
 """Fixtures of the reliability suite (issue 5): moto server, log hygiene, opt-in slow runs.
 
-The DynamoDB fixtures are the integration suite's (`tests/integration/conftest.py`), loaded from
-that file and re-exported here, so both suites talk to a moto server on 127.0.0.1 the same way.
+The DynamoDB fixtures are the integration suite's (`tests/integration/conftest.py`), imported
+and re-exported here, so both suites talk to a moto server on 127.0.0.1 the same way.
 
 Every test here runs under `log_hygiene`: all log records emitted while it runs (the library's at
 DEBUG, everything else at INFO) are captured with their ``extra`` fields and tracebacks, and the
@@ -13,9 +13,8 @@ the run selects them: ``pytest -m slow tests/reliability``.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,31 +22,29 @@ from typing import Any
 
 import pytest
 
-_HERE = Path(__file__).parent
-_TESTS = _HERE.parent
-# Helper modules (_faults, _load_worker, ...) must be importable by name, also in the spawned
-# worker processes (they inherit sys.path); the HTTP event builders live in tests/events.
-for _path in (_HERE, _TESTS / "events"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-_spec = importlib.util.spec_from_file_location(
-    "_integration_fixtures", _TESTS / "integration" / "conftest.py"
+from tests.integration.conftest import (
+    ENDPOINT_ENV,
+    _boto3_session,
+    aws_environment,
+    dynamodb_client,
+    dynamodb_endpoint,
+    dynamodb_store,
+    idempotency_table,
+    make_table,
 )
-assert _spec is not None
-assert _spec.loader is not None
-_integration = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_integration)
+from tests.reliability._support import SECRET
 
-dynamodb_endpoint = _integration.dynamodb_endpoint
-aws_environment = _integration.aws_environment
-_boto3_session = _integration._boto3_session
-dynamodb_client = _integration.dynamodb_client
-make_table = _integration.make_table
-idempotency_table = _integration.idempotency_table
-dynamodb_store = _integration.dynamodb_store
+__all__ = [  # the integration suite's fixtures, used here too
+    "_boto3_session",
+    "aws_environment",
+    "dynamodb_client",
+    "dynamodb_endpoint",
+    "dynamodb_store",
+    "idempotency_table",
+    "make_table",
+]
 
-from _support import SECRET  # noqa: E402  (importable once sys.path is set above)
+_HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -110,7 +107,7 @@ def serialised_moto(monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str) -> 
     test_concurrency.py). DynamoDB serialises writes to an item; this gives moto that guarantee,
     so the load runs measure the library and not moto. No effect on an external endpoint.
     """
-    if _integration.os.environ.get(_integration.ENDPOINT_ENV):
+    if os.environ.get(ENDPOINT_ENV):
         return
     from moto.dynamodb.models import DynamoDBBackend
 

@@ -13,7 +13,6 @@ import zlib
 from typing import Any
 
 import pytest
-from _support import SECRET, Executions, outcome_of, stored_key
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -24,6 +23,7 @@ from idempotent_lambda import (
     idempotent,
 )
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.reliability._support import SECRET, Executions, outcome_of, stored_key
 
 CONFIG = IdempotencyConfig(event_key_jmespath="order")
 EVENT = {"order": 1, "card": SECRET}

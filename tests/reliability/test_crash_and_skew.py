@@ -22,9 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import _workers
 import pytest
-from _support import SECRET, Executions, stored_key, watchdog
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -39,6 +37,8 @@ from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.reliability import _workers
+from tests.reliability._support import SECRET, Executions, stored_key, watchdog
 
 KILLED_LEASE_MS = 20_000
 

@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _faults import FAULTS, FaultInjector
-from _support import SECRET, Executions, outcome_of, stored_key
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -45,6 +43,8 @@ from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._result_codec import encode_result
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.reliability._faults import FAULTS, FaultInjector
+from tests.reliability._support import SECRET, Executions, outcome_of, stored_key
 
 DOC = Path(__file__).parents[2] / "docs" / "reliability.md"
 LEASE_MS = 30_000
@@ -382,9 +382,8 @@ def test_http_adapter_answers_a_failed_claim_with_503(
 ) -> None:
     """Through the HTTP adapter, a claim the store keeps failing is a 503 + Retry-After: 1,
     and the handler does not run; once the store recovers, the retry runs it once."""
-    import http_events as ev
-
     from idempotent_lambda.adapters.api_gateway import idempotent_http
+    from tests.events import http_events as ev
 
     store, clock = production_store
     injector = FaultInjector(store._get_client())

@@ -27,9 +27,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-import http_events as ev
 import pytest
-from _support import SECRET, Executions, outcome_of, watchdog
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -51,6 +49,8 @@ from idempotent_lambda.adapters.dynamodb_stream import (
 )
 from idempotent_lambda.adapters.sqs import MalformedEventError, SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.events import http_events as ev
+from tests.reliability._support import SECRET, Executions, outcome_of, watchdog
 
 FAST_EXAMPLES = int(os.environ.get("RELIABILITY_FUZZ_EXAMPLES", "60"))
 SLOW_FACTOR = 50

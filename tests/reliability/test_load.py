@@ -25,8 +25,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import _workers
 import pytest
+
+from tests.reliability import _workers
 
 FAST = {"processes": 4, "invocations": 100, "keys": 20}
 FULL = {"processes": 8, "invocations": 1000, "keys": 200}

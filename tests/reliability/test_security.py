@@ -18,9 +18,7 @@ import json
 import threading
 from typing import Any
 
-import http_events as ev
 import pytest
-from _support import SECRET, Executions, outcome_of
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -35,6 +33,8 @@ from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.events import http_events as ev
+from tests.reliability._support import SECRET, Executions, outcome_of
 
 IDENTITY_CASES = [
     pytest.param(shape, source, id=f"{shape}-{source}")

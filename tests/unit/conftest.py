@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from _doubles import Decisions
-from _modes import Mode
 
 from idempotent_lambda._lambda_context import current_lambda_context
+from tests.unit._doubles import Decisions
+from tests.unit._modes import Mode
 
 
 @pytest.fixture(autouse=True)

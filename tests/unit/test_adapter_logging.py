@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +15,7 @@ from idempotent_lambda.adapters.dynamodb_stream import (
 )
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
 
 
 class RecordingLogger:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda.adapters.api_gateway import idempotent_http
@@ -26,9 +23,8 @@ from idempotent_lambda.exceptions import (
 from idempotent_lambda.persistence.base import TransactItem
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from idempotent_lambda.transaction import current_transaction
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
+from tests.unit._doubles import Decisions
 
 SECRET = "4111-1111-1111-1111"
 

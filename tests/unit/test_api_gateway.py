@@ -7,13 +7,10 @@ import dataclasses
 import decimal
 import json
 import logging
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -27,9 +24,8 @@ from idempotent_lambda._lambda_context import current_lambda_context
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
+from tests.unit._doubles import Decisions, SpyStore
 
 IETF_TYPE = "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/"
 

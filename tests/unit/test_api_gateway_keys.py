@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.api_gateway import idempotent_http
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
 
 
 @pytest.fixture(params=ev.SHAPES)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions
 
 from idempotent_lambda import IdempotencyConfig, IdempotencyConfigError, InMemoryPersistenceLayer
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.testing import FakeLambdaContext
 from idempotent_lambda.transaction import current_transaction
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
+from tests.unit._doubles import Decisions
 
 
 def counting_handler(store: InMemoryPersistenceLayer, **options: Any) -> tuple[Any, list[str]]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -15,9 +13,7 @@ from hypothesis import strategies as st
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
 
 HANDLER_STATUS = 299  # only the handler answers with this; the adapter never does
 ADAPTER_STATUSES = {400, 409, 422}

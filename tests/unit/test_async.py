@@ -9,7 +9,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -20,6 +19,7 @@ from idempotent_lambda import (
     idempotent_function,
 )
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 EVENT = {"order_id": 7}
 

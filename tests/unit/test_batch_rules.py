@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -30,6 +29,7 @@ from idempotent_lambda.adapters.sqs import (
     idempotent_sqs_handler,
 )
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, SpyStore
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
 FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 from botocore.exceptions import (
     ClientError,
     EndpointConnectionError,
@@ -20,8 +19,9 @@ from botocore.exceptions import (
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer, idempotent
 from idempotent_lambda.cli import main
-from idempotent_lambda.cli._errors import explain
+from idempotent_lambda.cli._main import explain
 from idempotent_lambda.cli._views import iso, jsonable, relative, table
+from tests.unit._doubles import Decisions, SpyStore
 
 
 @dataclass

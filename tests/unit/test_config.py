@@ -11,7 +11,6 @@ from typing import Any
 
 import jmespath.functions
 import pytest
-from _doubles import Decisions, Runs
 
 from idempotent_lambda import (
     DynamoDBPersistenceLayer,
@@ -22,8 +21,9 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
-from idempotent_lambda.persistence import dynamodb as dynamodb_module
+from idempotent_lambda.persistence import _aws
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.unit._doubles import Decisions, Runs
 
 
 def make_handler(store: Any, config: IdempotencyConfig, runs: Runs) -> Any:
@@ -399,7 +399,7 @@ def test_disable_switch_bypasses_idempotency_without_building_a_client(
     def no_client(*args: object, **kwargs: object) -> None:
         raise AssertionError("a boto3 client was built")
 
-    monkeypatch.setattr(dynamodb_module, "_build_client", no_client)
+    monkeypatch.setattr(_aws, "build_client", no_client)
     store = DynamoDBPersistenceLayer("IdempotencyTable")
     runs = Runs()
     handler = make_handler(store, IdempotencyConfig(), runs)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import SpyStore
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda._identity import digest
@@ -21,6 +20,7 @@ from idempotent_lambda.adapters.dynamodb_stream import (
     idempotent_stream_handler,
 )
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import SpyStore
 
 EVENTS = Path(__file__).parents[1] / "events"
 PREFIX = "items"

@@ -8,8 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore
-from _modes import Mode
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -24,6 +22,8 @@ from idempotent_lambda import (
 from idempotent_lambda._identity import digest
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore
+from tests.unit._modes import Mode
 
 EVENT = {"order_id": 7}
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pydantic
 import pytest
-from _doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -20,6 +19,7 @@ from idempotent_lambda import (
     idempotent_function,
 )
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
 
 
 @dataclasses.dataclass

@@ -16,7 +16,6 @@ import uuid
 from typing import Any
 
 import pytest
-from _doubles import Decisions
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -28,6 +27,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._canonical import canonical_bytes, canonical_json
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.unit._doubles import Decisions
 
 
 class Color(enum.Enum):

@@ -9,8 +9,6 @@ import inspect
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore, lease_end_ms
-from _modes import Mode
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -25,6 +23,8 @@ from idempotent_lambda import (
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._identity import digest
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
+from tests.unit._modes import Mode
 
 PREFIX = "orders"
 EVENT = {"order_id": 7, "amount": 10}

@@ -6,7 +6,6 @@ import threading
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -17,6 +16,7 @@ from idempotent_lambda import (
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore
 
 
 def make_handler(

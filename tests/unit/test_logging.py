@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -21,6 +20,7 @@ from idempotent_lambda import (
     idempotent,
 )
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.unit._doubles import Decisions, SpyStore
 
 SECRET = f"card-4111-{uuid.uuid4().hex}"
 KEY = re.compile(r"^secrets#[0-9a-f]{64}$")

@@ -11,7 +11,6 @@ import threading
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     Decision,
@@ -27,6 +26,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda.metrics import EMFMetrics, Metric, decision_metrics
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, SpyStore
 
 # --- a structural validator of the EMF specification ---------------------------------------
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html

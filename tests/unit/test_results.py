@@ -10,7 +10,6 @@ from typing import Any
 
 import pydantic
 import pytest
-from _doubles import Decisions, Runs
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -24,6 +23,7 @@ from idempotent_lambda import (
 from idempotent_lambda._result_codec import decode_result, encode_result
 from idempotent_lambda.serialization import DataclassSerializer, PydanticSerializer
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.unit._doubles import Decisions, Runs
 
 EVENT = {"order_id": 7}
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     IdempotencyConfig,
@@ -29,6 +28,7 @@ from idempotent_lambda.adapters.sqs import (
     idempotent_sqs_handler,
 )
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.unit._doubles import Decisions, SpyStore
 
 EVENTS = Path(__file__).parents[1] / "events"
 PREFIX = "orders"

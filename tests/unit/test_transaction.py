@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import sys
 import threading
 from collections.abc import Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _doubles import Decisions, SpyStore
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -38,9 +35,8 @@ from idempotent_lambda.transaction import (
     Transaction,
     current_transaction,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev
+from tests.events import http_events as ev
+from tests.unit._doubles import Decisions, SpyStore
 
 CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
 ORDER_PUT = {

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SpyStore
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -20,6 +19,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.unit._doubles import Decisions, Runs, SpyStore
 
 EVENT = {"order_id": 7}
 TIMEOUT_S = 10

@@ -86,3 +86,21 @@ def _enable_ttl(client: DynamoDBClient, table_name: str, expiry_attr: str) -> No
             return
         code = error.get("Code", "unknown")
         logger.warning("could not enable TTL on %s.%s: %s", table_name, expiry_attr, code)
+
+
+def describe_idempotency_table(client: DynamoDBClient, table_name: str) -> dict[str, str | None]:
+    """Return the table's actual layout: status, partition and sort key, TTL attribute and status.
+
+    Raises:
+        botocore.exceptions.ClientError: The table cannot be described (e.g. it does not exist).
+    """
+    description = client.describe_table(TableName=table_name)["Table"]
+    keys = {k["KeyType"]: k["AttributeName"] for k in description.get("KeySchema", [])}
+    ttl = client.describe_time_to_live(TableName=table_name).get("TimeToLiveDescription", {})
+    return {
+        "status": description.get("TableStatus"),
+        "partition_key": keys.get("HASH"),
+        "sort_key": keys.get("RANGE"),
+        "ttl_attribute": ttl.get("AttributeName"),
+        "ttl_status": ttl.get("TimeToLiveStatus"),
+    }

@@ -1,0 +1,147 @@
+"""Where the stores meet botocore: lazily built clients, and the one translation of its errors.
+
+Both AWS services the stores use (DynamoDB for records, S3 for large results) go through here,
+so the client defaults and the error mapping exist once. boto3 is imported only when a client is
+first built, never at import time.
+
+Errors: `translate_errors` is the single boundary. Any botocore/boto3 failure raised inside it
+(throttling, missing table or bucket, timeouts, connection and credential errors) becomes
+`IdempotencyPersistenceLayerError` naming the service, the operation and the error code, with the
+original as ``__cause__``. Our own errors and everything else pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
+ClientT = TypeVar("ClientT")
+
+#: Bounded retries and timeouts that fit inside a Lambda invocation.
+_COMMON: Mapping[str, Any] = {
+    "retries": {"total_max_attempts": 3, "mode": "standard"},
+    "connect_timeout": 2,
+    "tcp_keepalive": True,
+}
+#: Connection pool of the default clients: batch adapters run up to 32 records at once
+#: (botocore's own default is 10).
+MAX_POOL_CONNECTIONS = 32
+DYNAMODB_DEFAULTS: Mapping[str, Any] = {
+    **_COMMON,
+    "read_timeout": 3,
+    "max_pool_connections": MAX_POOL_CONNECTIONS,
+}
+#: S3 bodies are up to ~400 KB: a longer read timeout than DynamoDB's.
+S3_DEFAULTS: Mapping[str, Any] = {
+    **_COMMON,
+    "read_timeout": 10,
+    "max_pool_connections": MAX_POOL_CONNECTIONS,
+}
+
+
+def build_client(
+    service: str,
+    session: boto3.session.Session | None,
+    user_config: Config | None,
+    defaults: Mapping[str, Any],
+) -> Any:
+    """Build a ``service`` client with ``defaults``, ``user_config`` merged over them.
+
+    No endpoint is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` / ``AWS_ENDPOINT_URL_S3`` (and
+    ``AWS_ENDPOINT_URL``) are honoured by botocore itself.
+    """
+    import boto3.session
+    from botocore.config import Config
+
+    config = Config(**defaults)
+    if user_config is not None:
+        config = config.merge(user_config)
+    return (session or boto3.session.Session()).client(service, config=config)  # type: ignore[call-overload]
+
+
+class LazyClient(Generic[ClientT]):
+    """A boto3 client built on first use (never at construction), once, thread-safely.
+
+    Cold starts that never reach the store pay nothing for boto3.
+
+    Args:
+        service: ``"dynamodb"`` or ``"s3"``.
+        client: A ready client, used as-is; None to build one.
+        session: Session to build the client from (default: a new session).
+        boto_config: botocore ``Config`` merged over ``defaults``.
+        defaults: The client options of this service.
+    """
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        client: ClientT | None,
+        session: boto3.session.Session | None,
+        boto_config: Config | None,
+        defaults: Mapping[str, Any],
+    ) -> None:
+        self.service = service
+        self._client = client
+        self._session = session
+        self._boto_config = boto_config
+        self._defaults = defaults
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        """Tell whether the client exists yet (given, or built by an earlier `get`)."""
+        return self._client is not None
+
+    def get(self) -> ClientT:
+        """Return the client, building it on the first call."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = build_client(
+                        self.service, self._session, self._boto_config, self._defaults
+                    )
+                client = self._client
+        return client
+
+
+def error_code(exc: BaseException) -> str | None:
+    """Return the error code of a botocore/boto3 exception; None for any other exception."""
+    try:
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:  # pragma: no cover - boto3 is a dependency
+        return None
+    if isinstance(exc, ClientError):
+        return exc.response.get("Error", {}).get("Code") or type(exc).__name__
+    if isinstance(exc, (BotoCoreError, Boto3Error)):
+        return type(exc).__name__
+    return None
+
+
+@contextmanager
+def translate_errors(service: str, operation: str) -> Iterator[None]:
+    """Turn a botocore error raised inside into `IdempotencyPersistenceLayerError`.
+
+    Args:
+        service: What failed, for the message (``"DynamoDB"``, ``"S3"``).
+        operation: The API operation, for the message (``"PutItem"``).
+    """
+    try:
+        yield
+    except IdempotencyError:
+        raise
+    except Exception as exc:
+        code = error_code(exc)
+        if code is None:
+            raise
+        raise IdempotencyPersistenceLayerError(f"{service} {operation} failed: {code}") from exc
