@@ -7,13 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import jmespath
 from jmespath import functions
 from jmespath.exceptions import JMESPathError
+from jmespath.parser import ParsedResult
+from jmespath.visitor import TreeInterpreter
 
-from idempotent_lambda._jmespath_compiled import CompiledExpression
-from idempotent_lambda._jmespath_functions import BuiltinFunctions, functions_factory
+from idempotent_lambda._jmespath_functions import with_builtins
 from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
-from idempotent_lambda.exceptions import IdempotencyConfigError
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
 if TYPE_CHECKING:
     from idempotent_lambda._observability import Decision
@@ -33,7 +35,13 @@ class IdempotencyConfig:
     Attributes:
         event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
         payload_validation_jmespath: What must also match when a stored result is replayed.
-        jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``.
+        jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``:
+            functions the expressions may call besides the built-ins. Subclass
+            `IdempotencyFunctions` (Powertools' ``PowertoolsFunctions`` works too) and pass an
+            instance; it is used as given and shared by every invocation and thread, so it must
+            keep no per-call state. An instance of a plain ``Functions`` subclass is rebuilt once,
+            here, as a subclass of both its class and `IdempotencyFunctions`, called without
+            arguments; a class that cannot be rebuilt that way is an `IdempotencyConfigError`.
         raise_on_no_idempotency_key: Raise `IdempotencyKeyError` when the key expression finds
             nothing, instead of warning and running without idempotency.
         expires_after_seconds: How long a completed result is replayed.
@@ -70,9 +78,9 @@ class IdempotencyConfig:
     decision_hook: Callable[[Decision], None] | None = None
     logger: Any = None
 
-    _key_expression: Any = field(init=False, repr=False, compare=False)
-    _validation_expression: Any = field(init=False, repr=False, compare=False)
-    _make_functions: Callable[[], BuiltinFunctions] = field(init=False, repr=False, compare=False)
+    _key_expression: ParsedResult | None = field(init=False, repr=False, compare=False)
+    _validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False)
+    _interpreter: TreeInterpreter = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -82,8 +90,13 @@ class IdempotencyConfig:
             "_validation_expression",
             _compile(self.payload_validation_jmespath, "payload_validation_jmespath"),
         )
-        set_(self, "_make_functions", functions_factory(_custom_functions(self.jmespath_options)))
-        known = set(self._make_functions().FUNCTION_TABLE)
+        custom_functions = with_builtins(_custom_functions(self.jmespath_options))
+        # One interpreter for every evaluation: `ParsedResult.search` builds a new one per call,
+        # and each holds a reference cycle (its method cache) that only the garbage collector
+        # frees. It keeps no state between evaluations.
+        options = jmespath.Options(custom_functions=custom_functions)
+        set_(self, "_interpreter", TreeInterpreter(options))
+        known = set(custom_functions.FUNCTION_TABLE)
         for expression, name in (
             (self._key_expression, "event_key_jmespath"),
             (self._validation_expression, "payload_validation_jmespath"),
@@ -108,6 +121,37 @@ class IdempotencyConfig:
                 "logger must be a logging.Logger or a Powertools Logger (info/warning/error)"
             )
 
+    def key_material(self, payload: Any) -> Any:
+        """Return what identifies ``payload``: ``event_key_jmespath`` on it, else ``payload``.
+
+        Adapters pass their own view of an event (an HTTP event with its body parsed, a raw
+        batch record). Whether the material counts as missing is the caller's question.
+
+        Raises:
+            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
+        """
+        if self._key_expression is None:
+            return payload
+        return self._evaluate(self._key_expression, payload, "event_key_jmespath")
+
+    def validation_material(self, payload: Any) -> Any:
+        """Return ``payload_validation_jmespath`` on ``payload``; None when there is none.
+
+        Raises:
+            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
+        """
+        if self._validation_expression is None:
+            return None
+        return self._evaluate(self._validation_expression, payload, "payload_validation_jmespath")
+
+    def _evaluate(self, expression: ParsedResult, payload: Any, name: str) -> Any:
+        try:
+            return self._interpreter.visit(expression.parsed, payload)
+        except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
+            raise IdempotencyKeyError(
+                f"{name} could not be evaluated: {type(exc).__name__}"
+            ) from exc
+
     def register_lambda_context(self, lambda_context: Any) -> None:
         """Bind the Lambda context for the current thread or async task.
 
@@ -130,13 +174,13 @@ class IdempotencyConfig:
         )
 
 
-def _compile(expression: str, name: str) -> Any:
+def _compile(expression: str, name: str) -> ParsedResult | None:
     if not isinstance(expression, str):
         raise IdempotencyConfigError(f"{name} must be a string")
     if not expression:
         return None
     try:
-        return CompiledExpression(expression)
+        return jmespath.compile(expression)
     except JMESPathError as exc:
         raise IdempotencyConfigError(f"{name} is not valid JMESPath: {exc}") from exc
 

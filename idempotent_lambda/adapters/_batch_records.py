@@ -12,15 +12,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import jmespath
-
 from idempotent_lambda._effects import run_async
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._observability import Decision, Outcome, report
-from idempotent_lambda.exceptions import IdempotencyKeyError, IdempotencyUnstorableResultError
+from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 from idempotent_lambda.transaction import run_unrecorded, run_unrecorded_async
 
 if TYPE_CHECKING:
@@ -116,28 +114,16 @@ class RecordRunner(Generic[RecordT]):
         record = source.parse(raw)
         if self.disabled:
             return record, None
-        functions = config._make_functions()
-        options = jmespath.Options(custom_functions=functions)
-        if config._key_expression is None:
-            material = source.default_key(raw)
-        else:
-            material = _search(config._key_expression, raw, options, "event_key_jmespath")
-        validated = None
-        if config._validation_expression is not None:
-            validated = _search(
-                config._validation_expression, raw, options, "payload_validation_jmespath"
-            )
         invocation = build_invocation(
             config,
-            material=material,
-            validated=validated,
+            material=(
+                config.key_material(raw) if config.event_key_jmespath else source.default_key(raw)
+            ),
+            validated=config.validation_material(raw),
             prefix=self.prefix,
             now_ms=self.call.store.clock.now_ms(),
             context=self.lease_context,
         )
-        parsed = getattr(functions, "_last_json", None)
-        if source.adopt_json is not None and parsed is not None:
-            source.adopt_json(record, parsed[0], parsed[1])
         if invocation is None:
             self._report(Outcome.SKIPPED)
         return record, invocation
@@ -168,10 +154,3 @@ def _failure(exc: BaseException, body_errors: list[BaseException]) -> BaseExcept
     if own and isinstance(exc, IdempotencyUnstorableResultError):
         return None
     return exc
-
-
-def _search(expression: Any, raw: Any, options: jmespath.Options, name: str) -> Any:
-    try:
-        return expression.search(raw, options=options)
-    except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
-        raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc
