@@ -109,11 +109,11 @@ def derive_invocation(
         IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
             found something that cannot be hashed.
     """
-    plain = to_plain(payload)
+    extracted = config.extract(to_plain(payload))
     return build_invocation(
         config,
-        material=config.key_material(plain),
-        validated=config.validation_material(plain),
+        material=extracted.key,
+        validated=extracted.validation,
         prefix=prefix,
         now_ms=now_ms,
         context=context,

@@ -114,12 +114,11 @@ class RecordRunner(Generic[RecordT]):
         record = source.parse(raw)
         if self.disabled:
             return record, None
+        extracted = config.extract(raw)
         invocation = build_invocation(
             config,
-            material=(
-                config.key_material(raw) if config.event_key_jmespath else source.default_key(raw)
-            ),
-            validated=config.validation_material(raw),
+            material=extracted.key if config.event_key_jmespath else source.default_key(raw),
+            validated=extracted.validation,
             prefix=self.prefix,
             now_ms=self.call.store.clock.now_ms(),
             context=self.lease_context,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import threading
 from typing import Any
 
@@ -94,6 +95,49 @@ def test_an_expression_that_fails_raises_a_key_error(expression: str, payload: A
     ):
         with pytest.raises(IdempotencyKeyError, match=f"^{name} could not be evaluated"):
             getattr(settings, extract)(payload)
+
+
+@pytest.mark.parametrize(
+    ("key", "validation"),
+    [
+        ("powertools_json(body).order_id", "powertools_json(body)"),
+        ("powertools_json(body).order_id", "powertools_json(body).amount"),
+        ("powertools_json(body)", "powertools_json(body)"),
+        ("powertools_json(body).missing.deeper", "to_string(powertools_json(body).missing)"),
+        ("body", "powertools_json(body).[order_id, amount]"),
+        ("powertools_json(body).order_id", "length(body)"),
+    ],
+)
+def test_extract_equals_evaluating_each_expression(key: str, validation: str) -> None:
+    """`extract` gives what `key_material` and `validation_material` give one by one."""
+    settings = config(key, validation)
+    payload = {"body": BODY}
+    expected = (settings.key_material(payload), settings.validation_material(payload))
+    assert expected == settings.extract(payload)
+
+
+def test_extract_parses_a_body_both_expressions_start_from_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``powertools_json(body)`` shared by the key and validation is evaluated once."""
+    parses: list[str] = []
+    real_loads = json.loads
+
+    def counting_loads(text: Any, **kwargs: Any) -> Any:
+        parses.append(text)
+        return real_loads(text, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    settings = config("powertools_json(body).order_id", "powertools_json(body).amount")
+    assert ("o-1", 5) == settings.extract({"body": BODY})
+    assert [BODY] == parses
+
+
+def test_extract_blames_the_key_expression_for_a_shared_step_that_fails() -> None:
+    """A failing shared step is reported as the key expression's failure, as evaluated alone."""
+    settings = config("powertools_json(body).order_id", "powertools_json(body)")
+    with pytest.raises(IdempotencyKeyError, match=r"^event_key_jmespath could not be evaluated"):
+        settings.extract({"body": "not json"})
 
 
 def test_builtins_hand_back_already_parsed_json() -> None:
