@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from idempotent_lambda._jmespath_functions import IdempotencyFunctions
     from idempotent_lambda._observability import Decision, Outcome
     from idempotent_lambda.config import IdempotencyConfig
     from idempotent_lambda.decorators import idempotent, idempotent_function
@@ -43,6 +44,7 @@ _WHERE = {
     "IdempotencyConfig": "idempotent_lambda.config",
     "IdempotencyConfigError": _EXCEPTIONS,
     "IdempotencyError": _EXCEPTIONS,
+    "IdempotencyFunctions": "idempotent_lambda._jmespath_functions",
     "IdempotencyKeyError": _EXCEPTIONS,
     "IdempotencyPersistenceLayerError": _EXCEPTIONS,
     "IdempotencyRecord": "idempotent_lambda.record",
@@ -63,6 +65,7 @@ __all__ = [
     "IdempotencyConfig",
     "IdempotencyConfigError",
     "IdempotencyError",
+    "IdempotencyFunctions",
     "IdempotencyKeyError",
     "IdempotencyPersistenceLayerError",
     "IdempotencyRecord",

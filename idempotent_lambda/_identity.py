@@ -7,17 +7,13 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from jmespath.functions import Functions
-
-from idempotent_lambda._canonical import canonical_json, canonical_text, to_plain
+from idempotent_lambda._canonical import canonical_bytes, to_plain
 from idempotent_lambda._effects import StoreTally
 from idempotent_lambda._env import lambda_function_name
-from idempotent_lambda._jmespath_compiled import CompiledExpression
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
-_hashers: dict[str, Callable[[bytes], Any]] = {}
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
@@ -72,28 +68,19 @@ def prefix_source(function: Callable[..., Any]) -> Callable[[], str]:
     return prefix
 
 
-def digest(config: IdempotencyConfig, value: Any, *, canonical: bool = False) -> str:
+def digest(config: IdempotencyConfig, value: Any) -> str:
     """Hash the canonical JSON of ``value`` with the config's hash function.
 
-    ``canonical`` says ``value`` is plain parsed JSON that the C encoder already spells
-    canonically (see `BuiltinFunctions.canonical_root`), so the normalising pass is skipped.
+    Raises:
+        IdempotencyKeyError: ``value`` has no canonical form, or is nested too deeply to hash.
     """
-    return _digest(config, value, canonical)
-
-
-def _digest(config: IdempotencyConfig, value: Any, canonical: bool) -> str:
-    hasher = _hashers.get(config.hash_function)
-    if hasher is None:
-        name = config.hash_function
-        hasher = getattr(hashlib, name, None) or (lambda data: hashlib.new(name, data))
-        _hashers[name] = hasher
     try:
-        text = canonical_text(value) if canonical else canonical_json(value)
-        return hasher(text.encode("utf-8", "surrogatepass")).hexdigest()
+        data = canonical_bytes(value)
     except RecursionError as exc:
         raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
     except ValueError as exc:  # an int too long to convert to text
         raise IdempotencyKeyError(f"key material cannot be hashed: {exc}") from exc
+    return hashlib.new(config.hash_function, data).hexdigest()
 
 
 def is_missing(material: Any) -> bool:
@@ -122,23 +109,15 @@ def derive_invocation(
         IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
             found something that cannot be hashed.
     """
-    plain = payload if type(payload) is dict else to_plain(payload)
-    functions = config._make_functions()
-    if config._validation_expression is not None:
-        functions.track_floats = True
-    try:
-        material = _search(config._key_expression, plain, functions, "event_key_jmespath")
-        validated = None
-        if config._validation_expression is not None:
-            validated = _search(
-                config._validation_expression, plain, functions, "payload_validation_jmespath"
-            )
-    finally:
-        # JMESPath's interpreter sits in a reference cycle holding the functions object; drop
-        # the parsed body now rather than when the garbage collector gets to the cycle.
-        canonical_root = functions.canonical_root
-        functions._last_json = functions.canonical_root = None
-    return _build(config, material, validated, prefix, now_ms, context, canonical_root)
+    extracted = config.extract(to_plain(payload))
+    return build_invocation(
+        config,
+        material=extracted.key,
+        validated=extracted.validation,
+        prefix=prefix,
+        now_ms=now_ms,
+        context=context,
+    )
 
 
 def build_invocation(
@@ -149,56 +128,30 @@ def build_invocation(
     prefix: str,
     now_ms: int,
     context: LambdaContextLike | None,
-    canonical_root: Any = None,
 ) -> Invocation | None:
-    """Compute the identity from key material already extracted (adapters extract their own).
+    """Compute the identity from key and validation material already extracted.
 
-    ``validated`` is hashed only when the config has a validation expression or the caller
-    passes something to validate (not None).
+    ``validated`` is hashed when the config has a validation expression or when the caller
+    passes something to validate (the HTTP adapter's request fingerprint).
 
     Raises:
         IdempotencyKeyError: No key material while keys are required, or unhashable material.
     """
-    return _build(config, material, validated, prefix, now_ms, context, canonical_root)
-
-
-def _build(  # noqa: PLR0917 - `build_invocation` without keyword matching, per call
-    config: IdempotencyConfig,
-    material: Any,
-    validated: Any,
-    prefix: str,
-    now_ms: int,
-    context: LambdaContextLike | None,
-    canonical_root: Any,
-) -> Invocation | None:
     if is_missing(material):
         if config.raise_on_no_idempotency_key:
             raise IdempotencyKeyError("no idempotency key found in the payload")
         return None
     payload_hash = None
-    if validated is not None or config._validation_expression is not None:
-        payload_hash = _digest(
-            config, validated, canonical_root is not None and validated is canonical_root
-        )
+    if validated is not None or config.payload_validation_jmespath:
+        payload_hash = digest(config, validated)
     remaining = remaining_ms(context)
     lease_ms = remaining if remaining is not None else config.lease_seconds_without_context * 1000
     return Invocation(
-        f"{prefix}#{_digest(config, material, material is canonical_root)}",
-        payload_hash,
-        os.urandom(16).hex(),
-        now_ms + lease_ms,
-        None if remaining is None else now_ms + remaining,
-        now_ms,
-        StoreTally(),
+        key=f"{prefix}#{digest(config, material)}",
+        payload_hash=payload_hash,
+        owner=os.urandom(16).hex(),
+        lease_end_ms=now_ms + lease_ms,
+        deadline_ms=None if remaining is None else now_ms + remaining,
+        now_ms=now_ms,
+        tally=StoreTally(),
     )
-
-
-def _search(
-    expression: CompiledExpression | None, payload: Any, functions: Functions, name: str
-) -> Any:
-    if expression is None:
-        return payload
-    try:
-        return expression.search_with(payload, functions)
-    except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
-        raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc

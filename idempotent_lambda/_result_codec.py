@@ -25,7 +25,6 @@ import json
 import math
 from typing import Any
 
-from idempotent_lambda._json_text import PLAIN, JsonParser, text_writer
 from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
@@ -50,15 +49,12 @@ def encode_result(value: Any) -> str:
     """
     try:
         plain = value if _is_plain(value) else _wrap(value)
-        return _write(plain)
+        # No circular-reference check: a cycle already fails the walk above with RecursionError.
+        return json.dumps(plain, separators=(",", ":"), ensure_ascii=False, check_circular=False)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
 
 
-# A cycle in a result already fails `_is_plain`/`_wrap` with RecursionError, so the encoder's own
-# circular-reference bookkeeping would only cost time.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
-_write = text_writer(_ENCODER)
 _SCALARS = (str, int, bool, type(None))
 
 
@@ -95,7 +91,7 @@ def decode_result(text: str) -> Any:
     """
     try:
         # Only text holding a '"$' can hold a wrapper: the rest needs no object hook.
-        return _TAGGED.parse(text) if '"$' in text else PLAIN.parse(text)
+        return json.loads(text, object_hook=_unwrap) if '"$' in text else json.loads(text)
     except _NOT_DECODABLE as exc:
         raise _corrupt(exc) from exc
 
@@ -173,6 +169,3 @@ def _unwrap(obj: dict[str, Any]) -> Any:
 
 def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
-
-
-_TAGGED = JsonParser(json.JSONDecoder(object_hook=_unwrap))

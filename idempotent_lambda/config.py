@@ -5,15 +5,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+import jmespath
 from jmespath import functions
 from jmespath.exceptions import JMESPathError
+from jmespath.visitor import TreeInterpreter
 
-from idempotent_lambda._jmespath_compiled import CompiledExpression
-from idempotent_lambda._jmespath_functions import BuiltinFunctions, functions_factory
+from idempotent_lambda._jmespath_functions import with_builtins
 from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
-from idempotent_lambda.exceptions import IdempotencyConfigError
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
 if TYPE_CHECKING:
     from idempotent_lambda._observability import Decision
@@ -21,6 +22,20 @@ if TYPE_CHECKING:
 
 DEFAULT_IN_PROGRESS_EXPIRY_SECONDS = 900
 """Lease when no Lambda context is known: Lambda's maximum timeout."""
+
+_Node = dict[str, Any]  # a JMESPath AST node
+
+
+class Extracted(NamedTuple):
+    """What `IdempotencyConfig.extract` found in a payload.
+
+    Attributes:
+        key: The key material (see `IdempotencyConfig.key_material`).
+        validation: The validation material, None without a validation expression.
+    """
+
+    key: Any
+    validation: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +48,13 @@ class IdempotencyConfig:
     Attributes:
         event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
         payload_validation_jmespath: What must also match when a stored result is replayed.
-        jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``.
+        jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``:
+            functions the expressions may call besides the built-ins. Subclass
+            `IdempotencyFunctions` (Powertools' ``PowertoolsFunctions`` works too) and pass an
+            instance; it is used as given and shared by every invocation and thread, so it must
+            keep no per-call state. An instance of a plain ``Functions`` subclass is rebuilt once,
+            here, as a subclass of both its class and `IdempotencyFunctions`, called without
+            arguments; a class that cannot be rebuilt that way is an `IdempotencyConfigError`.
         raise_on_no_idempotency_key: Raise `IdempotencyKeyError` when the key expression finds
             nothing, instead of warning and running without idempotency.
         expires_after_seconds: How long a completed result is replayed.
@@ -70,9 +91,10 @@ class IdempotencyConfig:
     decision_hook: Callable[[Decision], None] | None = None
     logger: Any = None
 
-    _key_expression: Any = field(init=False, repr=False, compare=False)
-    _validation_expression: Any = field(init=False, repr=False, compare=False)
-    _make_functions: Callable[[], BuiltinFunctions] = field(init=False, repr=False, compare=False)
+    _key_expression: _Node | None = field(init=False, repr=False, compare=False)
+    _validation_expression: _Node | None = field(init=False, repr=False, compare=False)
+    _shared_step: tuple[_Node, _Node, _Node] | None = field(init=False, repr=False, compare=False)
+    _interpreter: TreeInterpreter = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -82,13 +104,19 @@ class IdempotencyConfig:
             "_validation_expression",
             _compile(self.payload_validation_jmespath, "payload_validation_jmespath"),
         )
-        set_(self, "_make_functions", functions_factory(_custom_functions(self.jmespath_options)))
-        known = set(self._make_functions().FUNCTION_TABLE)
+        custom_functions = with_builtins(_custom_functions(self.jmespath_options))
+        # One interpreter for every evaluation: `ParsedResult.search` builds a new one per call,
+        # and each holds a reference cycle (its method cache) that only the garbage collector
+        # frees. It keeps no state between evaluations.
+        options = jmespath.Options(custom_functions=custom_functions)
+        set_(self, "_interpreter", TreeInterpreter(options))
+        known = set(custom_functions.FUNCTION_TABLE)
         for expression, name in (
             (self._key_expression, "event_key_jmespath"),
             (self._validation_expression, "payload_validation_jmespath"),
         ):
-            _check_function_names(None if expression is None else expression.parsed, known, name)
+            _check_function_names(expression, known, name)
+        set_(self, "_shared_step", _shared_step(self._key_expression, self._validation_expression))
         _check_positive_int(self.expires_after_seconds, "expires_after_seconds")
         _check_positive_int(self.local_cache_max_items, "local_cache_max_items")
         if self.in_progress_expiry_seconds is not None:
@@ -107,6 +135,57 @@ class IdempotencyConfig:
             raise IdempotencyConfigError(
                 "logger must be a logging.Logger or a Powertools Logger (info/warning/error)"
             )
+
+    def extract(self, payload: Any) -> Extracted:
+        """Return the key and the validation material of ``payload``.
+
+        The same as `key_material` and `validation_material`, except that when both expressions
+        start with the same step (``powertools_json(body).order_id`` and
+        ``powertools_json(body)``), that step is evaluated once and both go on from its value:
+        a large body is parsed once, not twice.
+
+        Raises:
+            IdempotencyKeyError: An expression, or a function it calls, failed on ``payload``.
+        """
+        if self._shared_step is None:
+            return Extracted(self.key_material(payload), self.validation_material(payload))
+        step, key_rest, validation_rest = self._shared_step
+        value = self._evaluate(step, payload, "event_key_jmespath")
+        return Extracted(
+            self._evaluate(key_rest, value, "event_key_jmespath"),
+            self._evaluate(validation_rest, value, "payload_validation_jmespath"),
+        )
+
+    def key_material(self, payload: Any) -> Any:
+        """Return what identifies ``payload``: ``event_key_jmespath`` on it, else ``payload``.
+
+        Adapters pass their own view of an event (an HTTP event with its body parsed, a raw
+        batch record). Whether the material counts as missing is the caller's question.
+
+        Raises:
+            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
+        """
+        if self._key_expression is None:
+            return payload
+        return self._evaluate(self._key_expression, payload, "event_key_jmespath")
+
+    def validation_material(self, payload: Any) -> Any:
+        """Return ``payload_validation_jmespath`` on ``payload``; None when there is none.
+
+        Raises:
+            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
+        """
+        if self._validation_expression is None:
+            return None
+        return self._evaluate(self._validation_expression, payload, "payload_validation_jmespath")
+
+    def _evaluate(self, expression: _Node, payload: Any, name: str) -> Any:
+        try:
+            return self._interpreter.visit(cast(Any, expression), payload)  # stubs: a TypedDict
+        except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
+            raise IdempotencyKeyError(
+                f"{name} could not be evaluated: {type(exc).__name__}"
+            ) from exc
 
     def register_lambda_context(self, lambda_context: Any) -> None:
         """Bind the Lambda context for the current thread or async task.
@@ -130,15 +209,32 @@ class IdempotencyConfig:
         )
 
 
-def _compile(expression: str, name: str) -> Any:
+def _compile(expression: str, name: str) -> _Node | None:
     if not isinstance(expression, str):
         raise IdempotencyConfigError(f"{name} must be a string")
     if not expression:
         return None
     try:
-        return CompiledExpression(expression)
+        return dict(jmespath.compile(expression).parsed)
     except JMESPathError as exc:
         raise IdempotencyConfigError(f"{name} is not valid JMESPath: {exc}") from exc
+
+
+def _shared_step(key: _Node | None, validation: _Node | None) -> tuple[_Node, _Node, _Node] | None:
+    """Return the first step both expressions start with, and what each does after it."""
+    if key is None or validation is None:
+        return None
+    key_step, key_rest = _first_step(key)
+    validation_step, validation_rest = _first_step(validation)
+    return (key_step, key_rest, validation_rest) if key_step == validation_step else None
+
+
+def _first_step(node: _Node) -> tuple[_Node, _Node]:
+    """Split ``a.b.c`` into ``a`` and ``@.b.c``, the rest as an expression on ``a``'s value."""
+    if node["type"] != "subexpression":
+        return node, {"type": "current", "children": []}
+    step, rest = _first_step(node["children"][0])
+    return step, {**node, "children": [rest, *node["children"][1:]]}
 
 
 def _check_function_names(node: Any, known: set[str], name: str) -> None:

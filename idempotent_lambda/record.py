@@ -5,8 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -45,26 +44,6 @@ class IdempotencyRecord:
     response_data: str | None = None
     payload_hash: str | None = None
     owner: str | None = None
-
-    def __init__(  # noqa: PLR0917 - positional like the dataclass it replaces
-        self,
-        idempotency_key: str,
-        status: Status,
-        expiry_timestamp: int | None = None,
-        in_progress_expiry_timestamp: int | None = None,
-        response_data: str | None = None,
-        payload_hash: str | None = None,
-        owner: str | None = None,
-    ) -> None:
-        # Records are built on every invocation. The generated frozen __init__ goes through
-        # object.__setattr__ per field; the slots' own setters do the same in half the time.
-        _set_key(self, idempotency_key)
-        _set_status(self, status)
-        _set_expiry(self, expiry_timestamp)
-        _set_lease_end(self, in_progress_expiry_timestamp)
-        _set_data(self, response_data)
-        _set_hash(self, payload_hash)
-        _set_owner(self, owner)
 
     @property
     def is_expired(self) -> bool:
@@ -105,9 +84,3 @@ class IdempotencyRecord:
         from idempotent_lambda._result_codec import decode_result
 
         return None if self.response_data is None else decode_result(self.response_data)
-
-
-_SETTERS: tuple[Callable[[IdempotencyRecord, Any], None], ...] = tuple(
-    vars(IdempotencyRecord)[field.name].__set__ for field in fields(IdempotencyRecord)
-)
-_set_key, _set_status, _set_expiry, _set_lease_end, _set_data, _set_hash, _set_owner = _SETTERS

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-import jmespath
-
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, IdempotentCall
 from idempotent_lambda._env import idempotency_disabled
@@ -21,7 +19,7 @@ from idempotent_lambda._identity import Invocation, build_invocation, default_pr
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._observability import Outcome
 from idempotent_lambda.adapters._batch_source import BatchSource
-from idempotent_lambda.exceptions import IdempotencyKeyError, IdempotencyUnstorableResultError
+from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 
 RecordT = TypeVar("RecordT")
 
@@ -99,31 +97,17 @@ class _Record(Generic[RecordT]):
     def _derive(self, lease: LambdaContextLike | None) -> Invocation | None:
         """Return the record's identity (None: run without idempotency)."""
         runner, raw = self.runner, self.raw
-        source, config = runner.source, runner.config
-        record = self.parsed()
-        functions = config._make_functions()
-        options = jmespath.Options(custom_functions=functions)
-        if config._key_expression is None:
-            material = source.default_key(raw)
-        else:
-            material = _search(config._key_expression, raw, options, "event_key_jmespath")
-        validated = None
-        if config._validation_expression is not None:
-            validated = _search(
-                config._validation_expression, raw, options, "payload_validation_jmespath"
-            )
-        invocation = build_invocation(
+        config = runner.config
+        self.parsed()  # a malformed record fails before anything is claimed
+        extracted = config.extract(raw)
+        return build_invocation(
             config,
-            material=material,
-            validated=validated,
+            material=extracted.key if config.event_key_jmespath else runner.source.default_key(raw),
+            validated=extracted.validation,
             prefix=runner.prefix,
             now_ms=runner.call.store.clock.now_ms(),
             context=lease,
         )
-        parsed = getattr(functions, "_last_json", None)
-        if source.adopt_json is not None and parsed is not None:
-            source.adopt_json(record, parsed[0], parsed[1])
-        return invocation
 
     def failure(self, exc: BaseException) -> BaseException | None:
         """Return ``exc`` unless it says the record already ran (its result is just unstorable).
@@ -142,10 +126,3 @@ def default_prefix_of(function: Callable[..., Any]) -> str:
     if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
         return default_prefix(function)
     return default_prefix(type(function))
-
-
-def _search(expression: Any, raw: Any, options: jmespath.Options, name: str) -> Any:
-    try:
-        return expression.search(raw, options=options)
-    except Exception as exc:  # JMESPath errors, and bad JSON/base64/gzip met by the built-ins
-        raise IdempotencyKeyError(f"{name} could not be evaluated: {type(exc).__name__}") from exc

@@ -26,8 +26,6 @@ class BatchSource(Generic[RecordT]):
         parse: Raw record -> typed record; raises `MalformedRecordError`.
         default_key: Raw record -> key material when ``event_key_jmespath`` is empty.
         plan: Raw records (all mappings) and ``max_concurrency`` -> the batch's `Plan`.
-        adopt_json: Hands the typed record a body the key expression already parsed
-            (``(record, text, value)``), so the body is parsed once.
     """
 
     name: str
@@ -35,4 +33,3 @@ class BatchSource(Generic[RecordT]):
     parse: Callable[[Mapping[str, Any]], RecordT]
     default_key: Callable[[Mapping[str, Any]], Any]
     plan: Callable[[Sequence[Mapping[str, Any]], int], Plan]
-    adopt_json: Callable[[RecordT, str, Any], None] | None = None

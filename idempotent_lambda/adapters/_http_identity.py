@@ -10,9 +10,11 @@ runs without a record.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-from collections.abc import Callable, Collection
+import json
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from idempotent_lambda._engine import Derive
@@ -28,7 +30,6 @@ from idempotent_lambda.adapters._http_event import (
     parse_request,
     read_key,
 )
-from idempotent_lambda.adapters._http_jmespath import EventView, ExpressionError
 from idempotent_lambda.adapters._http_response import IDEMPOTENCY_PROBLEM_TYPE, log_answer, problem
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
@@ -140,10 +141,12 @@ class IdentityReader:
                 family, "invalid-key", f"{self.header_name} is invalid", str(exc)
             ) from None
         config = self.config
-        view = EventView(config, event, request.body)
+        view = None
+        if (key is None and config.event_key_jmespath) or config.payload_validation_jmespath:
+            view = _event_view(event, request.body)  # the body is parsed once, for both
         material: Any = key
-        if key is None and config._key_expression is not None:
-            material = self._search(view, config._key_expression, "event_key_jmespath", family)
+        if key is None and config.event_key_jmespath:
+            material = self._extract(config.key_material, view, family)
         if is_missing(material):
             if self.require_key:
                 raise self._reject(
@@ -153,10 +156,8 @@ class IdentityReader:
                     f"This operation is idempotent and requires an {self.header_name} header.",
                 )
             return None
-        if config._validation_expression is not None:
-            validated = self._search(
-                view, config._validation_expression, "payload_validation_jmespath", family
-            )
+        if config.payload_validation_jmespath:
+            validated = self._extract(config.validation_material, view, family)
         else:
             validated = self._fingerprint(request)
         try:
@@ -192,10 +193,10 @@ class IdentityReader:
             "body": hashlib.new(self.config.hash_function, body).hexdigest(),
         }
 
-    def _search(self, view: EventView, expression: Any, name: str, family: Family) -> Any:
+    def _extract(self, extract: Callable[[Any], Any], view: Any, family: Family) -> Any:
         try:
-            return view.search(expression, name)
-        except ExpressionError as exc:
+            return extract(view)
+        except IdempotencyKeyError as exc:
             raise self._reject(
                 family,
                 "expression-failed",
@@ -215,6 +216,19 @@ class IdentityReader:
     ) -> RejectedError:
         log_answer(self.config.logger, self.function_name, 400, reason, outcome="REJECTED")
         return RejectedError(problem(family, 400, title, detail, problem_type=problem_type))
+
+
+def _event_view(event: Mapping[str, Any], body: str | bytes) -> dict[str, Any]:
+    """Return the event as expressions see it: a shallow copy with the body parsed as JSON.
+
+    ``body`` is the request body, base64-decoded already when ``isBase64Encoded``. A body that is
+    not JSON (or not UTF-8) is left as the event carried it, so ``powertools_json(body)`` fails
+    on it as it would in Powertools.
+    """
+    view = dict(event)
+    with contextlib.suppress(ValueError, RecursionError):  # not UTF-8, not JSON, too deep
+        view["body"] = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
+    return view
 
 
 def _utf8(text: str) -> bytes:

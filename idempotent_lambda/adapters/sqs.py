@@ -262,16 +262,10 @@ def _plan(records: Sequence[Mapping[str, Any]], max_concurrency: int) -> Plan:
     return list(groups.values()), True
 
 
-def _adopt_json(record: SQSRecord, text: str, value: Any) -> None:
-    if text is record.body and record._json_body is _NOT_PARSED:
-        object.__setattr__(record, "_json_body", value)
-
-
 SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
     name="sqs",
     identify=_identify,
     parse=SQSRecord.from_raw,
     default_key=_default_key,
     plan=_plan,
-    adopt_json=_adopt_json,
 )

@@ -193,6 +193,7 @@ def test_public_api_is_pinned() -> None:
         "IdempotencyConfig",
         "IdempotencyConfigError",
         "IdempotencyError",
+        "IdempotencyFunctions",
         "IdempotencyKeyError",
         "IdempotencyPersistenceLayerError",
         "IdempotencyRecord",

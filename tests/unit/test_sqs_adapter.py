@@ -21,7 +21,6 @@ from idempotent_lambda import (
     Status,
 )
 from idempotent_lambda._identity import digest
-from idempotent_lambda._json_text import JsonParser
 from idempotent_lambda.adapters.sqs import (
     SQSMessageAttribute,
     SQSRecord,
@@ -163,43 +162,6 @@ def test_fifo_record_exposes_group_and_deduplication_ids(
     record = calls.records[0]
     assert ("1", "1") == (record.message_group_id, record.message_deduplication_id)
     assert record.queue_is_fifo
-
-
-def test_json_body_is_parsed_once_even_when_the_key_reads_it(
-    idempotency_store: InMemoryPersistenceLayer,
-    lambda_context: FakeLambdaContext,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The key expression's parse of the body is handed to ``record.json_body``."""
-    parses: list[str] = []
-    real_loads = json.loads
-
-    def counting_loads(text: Any, **kwargs: Any) -> Any:
-        parses.append(text)
-        return real_loads(text, **kwargs)
-
-    real_parse = JsonParser.parse
-
-    def counting_parse(self: JsonParser, text: str) -> Any:
-        parses.append(text)
-        return real_parse(self, text)
-
-    event = batch(message("m-1", {"order_id": 1}), message("m-2", {"order_id": 2}))
-    monkeypatch.setattr(json, "loads", counting_loads)
-    monkeypatch.setattr(JsonParser, "parse", counting_parse)
-    bodies: list[Any] = []
-
-    @idempotent_sqs_handler(
-        persistence_store=idempotency_store,
-        config=IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id"),
-    )
-    def handler(record: SQSRecord, context: Any) -> None:
-        bodies.append(record.json_body)
-        bodies.append(record.json_body)
-
-    assert [] == failed(handler(event, lambda_context))
-    assert [{"order_id": 1}] * 2 + [{"order_id": 2}] * 2 == bodies
-    assert 2 == len(parses)
 
 
 def test_non_json_body_fails_only_when_the_handler_asks_for_json(
