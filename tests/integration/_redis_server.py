@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,13 @@ def free_port() -> int:
         return port
 
 
-def start_redis_server(directory: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_redis_server(
+    directory: Path, *, tls: TlsFiles | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``redis-server`` on a free loopback port; return the process once it answers PING.
 
-    Retries with a new port if the first one was taken in the meantime.
+    With ``tls`` it listens with TLS only (client certificates optional). Retries with a new port
+    if the first one was taken in the meantime.
     """
     executable = shutil.which("redis-server")
     if executable is None:
@@ -41,21 +45,78 @@ def start_redis_server(directory: Path, *extra: str) -> tuple[subprocess.Popen[b
     redis = pytest.importorskip("redis", reason="redis-py is not installed (pip install redis)")
     for _ in range(3):
         port = free_port()
+        listen = ["--port", str(port)]
+        ping_options: dict[str, Any] = {}
+        if tls is not None:
+            listen = ["--port", "0", "--tls-port", str(port), "--tls-auth-clients", "optional",
+                      "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+                      "--tls-ca-cert-file", tls.cert]  # fmt: skip
+            ping_options = {"ssl": True, "ssl_ca_certs": tls.cert}
         process = subprocess.Popen(
-            [executable, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-             "--save", "", "--appendonly", "no", "--daemonize", "no", *extra],
+            [executable, *listen, "--bind", "127.0.0.1", "--dir", str(directory),
+             "--save", "", "--appendonly", "no", "--daemonize", "no"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         while process.poll() is None and time.monotonic() < deadline:
             try:
-                redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping()
+                redis.Redis(host="localhost", port=port, socket_timeout=1, **ping_options).ping()
                 return process, port
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
         stop(process)
     pytest.fail("redis-server did not start on 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A self-signed certificate for ``localhost``/127.0.0.1 (also its own CA) and its key."""
+
+    cert: str
+    key: str
+
+
+def make_tls_files(directory: Path) -> TlsFiles:
+    """Write a fresh self-signed certificate and key into ``directory``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "redis.crt", directory / "redis.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return TlsFiles(cert=str(cert_path), key=str(key_path))
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -73,6 +134,16 @@ def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """Start the session's ``redis-server``; yield its port on 127.0.0.1."""
     process, port = start_redis_server(tmp_path_factory.mktemp("redis"))
     yield port
+    stop(process)
+
+
+@pytest.fixture(scope="session")
+def redis_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, TlsFiles]]:
+    """Start a TLS-only ``redis-server``; yield its port and its certificate (trust it)."""
+    directory = tmp_path_factory.mktemp("redis-tls")
+    tls = make_tls_files(directory)
+    process, port = start_redis_server(directory, tls=tls)
+    yield port, tls
     stop(process)
 
 
