@@ -91,6 +91,22 @@ def test_first_call_costs_two_round_trips_and_a_replay_one(
     assert ["EVAL"] == replay_call
 
 
+def test_failing_body_costs_a_claim_and_a_release(
+    redis_port: int, redis_client: redis.Redis, redis_store: RedisCachePersistenceLayer
+) -> None:
+    """A body that raises: claim, then a release that deletes the record, so a retry runs."""
+
+    @idempotent(persistence_store=redis_store)
+    def handler(event: dict[str, Any], context: Any) -> None:
+        raise RuntimeError("boom")
+
+    with requests_seen_by_server(redis_port) as failed_call, pytest.raises(RuntimeError):
+        handler({"order": 8}, FakeLambdaContext())
+
+    assert ["EVAL", "EVAL"] == failed_call
+    assert [] == redis_client.keys("*")
+
+
 def test_processes_on_one_key_run_the_body_once(redis_port: int, tmp_path: Path) -> None:
     """4 spawned processes on one key: one execution; the others replay it or are refused."""
     executions_file = tmp_path / "executions"
