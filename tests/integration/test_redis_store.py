@@ -177,9 +177,14 @@ def test_expiry_is_decided_by_the_store_clock_while_redis_still_holds_the_key(
     assert 2 == handler({"n": 1}, FakeLambdaContext(clock=clock))
 
 
-def test_client_decoding_responses_still_replays_compressed_results(redis_port: int) -> None:
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_client_decoding_responses_still_replays_compressed_results(
+    redis_client: redis.Redis, redis_port: int, protocol: int
+) -> None:
     """A ``decode_responses=True`` client (as in Powertools' examples) reads zlib data intact."""
-    client = redis.Redis(host="127.0.0.1", port=redis_port, decode_responses=True)
+    client = redis.Redis(
+        host="127.0.0.1", port=redis_port, decode_responses=True, protocol=protocol
+    )
     store = RedisCachePersistenceLayer(client=client)
     big = [{"line": i, "text": "é ✓ " * 5} for i in range(2_000)]
 
