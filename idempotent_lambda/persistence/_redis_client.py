@@ -1,17 +1,21 @@
 """The two commands the Redis store sends, over whichever client it was given.
 
 Supported clients: redis-py (``redis.Redis``, ``redis.cluster.RedisCluster``) and its fork
-valkey-py, which take ``execute_command``; and valkey-glide's synchronous client
-(``glide_sync.GlideClient``/``GlideClusterClient``), which takes ``custom_command``. Replies are
-read as raw bytes whatever the client's ``decode_responses`` says, because compressed results
-are binary. Client errors become `IdempotencyPersistenceLayerError` here, at one boundary.
+valkey-py, which take ``execute_command``; valkey-glide's synchronous client
+(``glide_sync.GlideClient``/``GlideClusterClient``), which takes ``custom_command``; and the
+coroutine that valkey-glide's asyncio ``GlideClient.create(...)`` returns, which Powertools'
+examples pass as the client. Replies are read as raw bytes whatever the client's
+``decode_responses`` says, because compressed results are binary. Client errors become
+`IdempotencyPersistenceLayerError` here, at one boundary.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, Protocol
 
@@ -65,21 +69,56 @@ class _CustomCommand:
         return as_dict(self._client.custom_command(["HGETALL", key]))
 
 
+class _AsyncGlide:
+    """valkey-glide's asyncio client, created and driven on an event loop of its own.
+
+    An asyncio client belongs to the loop it was created on, and handlers are synchronous: the
+    store runs ``create``'s coroutine on a private loop in a daemon thread and sends every
+    command there, waiting for its reply (thread-safe; glide's ``request_timeout`` bounds it).
+    """
+
+    def __init__(self, creating: Coroutine[Any, Any, Any]) -> None:
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(
+            target=self._loop.run_forever, name="idempotent-lambda-glide", daemon=True
+        ).start()
+        try:
+            with translated_errors("connect"):
+                self._client = self._run(creating)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
+
+    def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def eval(self, script: str, key: str, args: Sequence[Arg]) -> Any:
+        return self._run(self._client.custom_command(["EVAL", script, "1", key, *args]))
+
+    def hgetall(self, key: str) -> dict[bytes, bytes]:
+        return as_dict(self._run(self._client.custom_command(["HGETALL", key])))
+
+
 def commands_for(client: Any) -> Commands:
     """Return the `Commands` adapter for ``client``.
 
     Raises:
-        IdempotencyConfigError: The client is asynchronous, or cannot send arbitrary commands
-            (this store needs ``EVAL``; a stub with only ``get``/``set``/``delete`` cannot give
-            an atomic claim).
+        IdempotencyConfigError: The client is an asyncio client created on some other loop, or
+            cannot send arbitrary commands (this store needs ``EVAL``; a stub with only
+            ``get``/``set``/``delete`` cannot give an atomic claim).
     """
+    if inspect.iscoroutine(client):
+        if client.__qualname__.endswith("Client.create"):
+            return _AsyncGlide(client)
+        client.close()  # never awaited: close it so Python does not warn about it
+        raise IdempotencyConfigError(f"a coroutine ({client.__qualname__}) is not a client")
     custom = getattr(client, "custom_command", None)
-    if inspect.iscoroutine(client) or inspect.iscoroutinefunction(custom):
-        if inspect.iscoroutine(client):
-            client.close()  # never awaited: close it so Python does not warn about it
+    if inspect.iscoroutinefunction(custom) or inspect.iscoroutinefunction(
+        getattr(client, "execute_command", None)
+    ):
         raise IdempotencyConfigError(
-            "an asyncio valkey-glide client (package 'glide') cannot serve synchronous handlers;"
-            " use valkey-glide-sync: 'from glide_sync import GlideClient'"
+            "an asyncio client belongs to the event loop it was created on; pass a synchronous"
+            " client (or the coroutine valkey-glide's GlideClient.create(...) returns)"
         )
     if custom is not None:
         return _CustomCommand(client)

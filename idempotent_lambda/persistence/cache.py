@@ -1,8 +1,8 @@
 """Powertools' newer names for the Redis/Valkey store, at Powertools' module path.
 
 `CachePersistenceLayer` is `RedisCachePersistenceLayer` under the name Powertools now documents;
-it takes a redis-py or valkey-py client, or valkey-glide's synchronous client (package
-``valkey-glide-sync``, ``from glide_sync import GlideClient``).
+it takes a redis-py or valkey-py client, valkey-glide's synchronous client (package
+``valkey-glide-sync``), or the coroutine valkey-glide's asyncio ``GlideClient.create`` returns.
 """
 
 from __future__ import annotations

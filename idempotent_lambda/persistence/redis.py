@@ -115,8 +115,9 @@ class RedisCachePersistenceLayer:
     ``compression_threshold_bytes`` are stored zlib-compressed, and a result too large for a
     DynamoDB item is refused here too, so a function behaves the same on either store.
 
-    Give it a client (redis-py, valkey-py or valkey-glide-sync; standalone or cluster), or the
-    connection options, from which it builds a redis-py client on first use. Client errors
+    Give it a client (redis-py, valkey-py, valkey-glide-sync, or the coroutine valkey-glide's
+    asyncio ``GlideClient.create`` returns; standalone or cluster), or the connection options,
+    from which it builds a redis-py client on first use. Client errors
     become `IdempotencyPersistenceLayerError` naming the operation.
 
     Args:
@@ -141,7 +142,9 @@ class RedisCachePersistenceLayer:
 
     Raises:
         IdempotencyConfigError: Unknown ``mode``, ``ttl_grace_seconds`` below 1, or a client
-            this store cannot drive (one without arbitrary commands, or an asyncio client).
+            this store cannot drive (one without arbitrary commands, or an asyncio client
+            created on another event loop).
+        IdempotencyPersistenceLayerError: An asyncio glide client could not connect.
     """
 
     def __init__(  # noqa: PLR0917 - positional order of Powertools' constructor

@@ -50,8 +50,8 @@ def start_redis_server(
         if tls is not None:
             listen = ["--port", "0", "--tls-port", str(port), "--tls-auth-clients", "optional",
                       "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
-                      "--tls-ca-cert-file", tls.cert]  # fmt: skip
-            ping_options = {"ssl": True, "ssl_ca_certs": tls.cert}
+                      "--tls-ca-cert-file", tls.ca]  # fmt: skip
+            ping_options = {"ssl": True, "ssl_ca_certs": tls.ca}
         process = subprocess.Popen(
             [executable, *listen, "--bind", "127.0.0.1", "--dir", str(directory),
              "--save", "", "--appendonly", "no", "--daemonize", "no"],
@@ -71,14 +71,18 @@ def start_redis_server(
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """A self-signed certificate for ``localhost``/127.0.0.1 (also its own CA) and its key."""
+    """A test CA, and a certificate it signed for ``localhost``/127.0.0.1 with its key.
 
+    The server presents the certificate; a client may present the same one (no usage limits).
+    """
+
+    ca: str
     cert: str
     key: str
 
 
 def make_tls_files(directory: Path) -> TlsFiles:
-    """Write a fresh self-signed certificate and key into ``directory``."""
+    """Write a fresh CA and a server certificate signed by it into ``directory``."""
     import datetime
     import ipaddress
 
@@ -87,36 +91,42 @@ def make_tls_files(directory: Path) -> TlsFiles:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, *, ca: bool) -> Any:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         )
-        .sign(key, hashes.SHA256())
+        if not ca:
+            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_cert = certificate("test CA", ca_key, "test CA", ca_key, ca=True)
+    cert = certificate("localhost", key, "test CA", ca_key, ca=False)
+    paths = TlsFiles(
+        ca=str(directory / "ca.crt"),
+        cert=str(directory / "redis.crt"),
+        key=str(directory / "redis.key"),
     )
-    cert_path, key_path = directory / "redis.crt", directory / "redis.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
+    Path(paths.ca).write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.cert).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.key).write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
     )
-    return TlsFiles(cert=str(cert_path), key=str(key_path))
+    return paths
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

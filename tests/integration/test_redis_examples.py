@@ -11,6 +11,7 @@ test's own server. TLS servers use a self-signed certificate that the tests trus
 from __future__ import annotations
 
 import importlib.util
+import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ def lambda_context() -> Any:
 def tls_server(redis_tls: tuple[int, TlsFiles], monkeypatch: pytest.MonkeyPatch) -> int:
     """Return the TLS server's port, its certificate trusted and its database emptied."""
     port, tls = redis_tls
-    monkeypatch.setenv("SSL_CERT_FILE", tls.cert)
+    monkeypatch.setenv("SSL_CERT_FILE", tls.ca)
     redis.Redis(host="localhost", port=port, ssl=True).flushdb()
     return port
 
@@ -110,20 +111,73 @@ def test_redis_client_example(redis_client: redis.Redis, lambda_context: Any) ->
 
 
 def test_valkey_glide_client_example(redis_client: redis.Redis, lambda_context: Any) -> None:
-    """valkey-glide's client (the synchronous package: Powertools' example imports the asyncio
-    one, whose ``create`` returns a coroutine that neither library can use)."""
-    glide_sync = pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
+    """valkey-glide's asyncio ``GlideClient.create(...)``, passed as the client unawaited.
+
+    Under Powertools 3.37 this example fails at the first call ('coroutine' object has no
+    attribute 'set'); here the store creates and drives the client on a loop of its own.
+    """
+    glide = pytest.importorskip("glide", reason="valkey-glide is not installed")
     port = redis_client.connection_pool.connection_kwargs["port"]
-    client_config = glide_sync.GlideClientConfiguration(
-        addresses=[glide_sync.NodeAddress(host="localhost", port=port)],
+    client_config = glide.GlideClientConfiguration(
+        addresses=[glide.NodeAddress(host="localhost", port=port)],
     )
-    client = glide_sync.GlideClient.create(config=client_config)
-    persistence_layer = CachePersistenceLayer(client=client)
+    client = glide.GlideClient.create(config=client_config)
+    persistence_layer = CachePersistenceLayer(client=client)  # type: ignore[arg-type]
     runs: list[str] = []
+    assert_runs_once_and_replays(payment_handler(persistence_layer, runs), lambda_context, runs)
+
+
+@pytest.mark.parametrize("prefix", ["CACHE", "REDIS"])  # the cache_ and redis_ variants
+def test_glide_client_with_aws_secrets_example(
+    tls_server: int,
+    dynamodb_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    lambda_context: Any,
+    prefix: str,
+) -> None:
+    """Connection settings from Secrets Manager (moto), TLS and a password, glide's client."""
+    glide = pytest.importorskip("glide", reason="valkey-glide is not installed")
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", dynamodb_endpoint)
+    name = f"cache_info_{uuid.uuid4().hex[:8]}"
+    secret = {f"{prefix}_HOST": "localhost", f"{prefix}_PORT": tls_server}
+    secret[f"{prefix}_PASSWORD"] = "s3cret"
+    boto3.client("secretsmanager").create_secret(Name=name, SecretString=json.dumps(secret))
+    admin = redis.Redis(host="localhost", port=tls_server, ssl=True)
+    admin.config_set("requirepass", "s3cret")
     try:
-        assert_runs_once_and_replays(payment_handler(persistence_layer, runs), lambda_context, runs)
+        cache_values: dict[str, Any] = parameters.get_secret(name, transform="json")
+        client_config = glide.GlideClientConfiguration(
+            addresses=[
+                glide.NodeAddress(
+                    host=cache_values.get(f"{prefix}_HOST", "localhost"),
+                    port=cache_values.get(f"{prefix}_PORT", 6379),
+                ),
+            ],
+            credentials=glide.ServerCredentials(
+                password=cache_values.get(f"{prefix}_PASSWORD", ""),
+            ),
+            request_timeout=30_000,  # published: 10, which glide reads as ms; too tight for CI
+            use_tls=True,
+            reconnect_strategy=glide.BackoffStrategy(num_of_retries=10, factor=2, exponent_base=1),
+        )
+        valkey_client = glide.GlideClient.create(config=client_config)
+        persistence_layer = CachePersistenceLayer(client=valkey_client)  # type: ignore[arg-type]
+        config = IdempotencyConfig(expires_after_seconds=2 * 60)
+        runs: list[int] = []
+
+        @idempotent(config=config, persistence_store=persistence_layer)
+        def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, str]:
+            runs.append(1)
+            return {"message": "Hello"}
+
+        assert {"message": "Hello"} == lambda_handler({"id": 1}, lambda_context)
+        assert {"message": "Hello"} == lambda_handler({"id": 1}, lambda_context)
+        assert [1] == runs
     finally:
-        client.close()
+        admin.config_set("requirepass", "")
 
 
 def test_customized_field_names_example(redis_client: redis.Redis, lambda_context: Any) -> None:
@@ -164,7 +218,7 @@ def test_client_certificates_example(
         retry_on_timeout=True,
         ssl_certfile=tls.cert,
         ssl_keyfile=tls.key,
-        ssl_ca_certs=tls.cert,
+        ssl_ca_certs=tls.ca,
     )
     persistence_layer = CachePersistenceLayer(client=redis_client)
     config = IdempotencyConfig(expires_after_seconds=2 * 60)

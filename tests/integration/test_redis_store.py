@@ -19,6 +19,7 @@ from typing import Any
 import _redis_worker
 import pytest
 import redis
+import redis.asyncio
 from _redis_server import free_port
 
 from idempotent_lambda import (
@@ -228,12 +229,15 @@ def test_valkey_glide_sync_client_drives_the_store(redis_port: int) -> None:
         client.close()
 
 
-def test_asyncio_glide_client_is_refused_with_the_fix() -> None:
-    """``glide.GlideClient.create`` is a coroutine: refused up front, pointing at glide_sync."""
-    glide = pytest.importorskip("glide", reason="valkey-glide (asyncio) is not installed")
-    config = glide.GlideClientConfiguration(addresses=[glide.NodeAddress("127.0.0.1", 1)])
-    with pytest.raises(IdempotencyConfigError, match="glide_sync"):
-        RedisCachePersistenceLayer(client=glide.GlideClient.create(config=config))
+def test_asyncio_clients_bound_to_another_loop_are_refused() -> None:
+    """An asyncio redis-py client, or any coroutine but glide's ``create``, is a config error."""
+
+    async def not_a_client() -> None: ...
+
+    with pytest.raises(IdempotencyConfigError, match="asyncio client"):
+        RedisCachePersistenceLayer(client=redis.asyncio.Redis())
+    with pytest.raises(IdempotencyConfigError, match="not a client"):
+        RedisCachePersistenceLayer(client=not_a_client())  # type: ignore[arg-type]
 
 
 def test_client_that_cannot_run_scripts_is_refused() -> None:
