@@ -32,7 +32,7 @@ def free_port() -> int:
 
 
 def start_redis_server(
-    directory: Path, *, tls: TlsFiles | None = None
+    directory: Path, *extra: str, tls: TlsFiles | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``redis-server`` on a free loopback port; return the process once it answers PING.
 
@@ -54,7 +54,7 @@ def start_redis_server(
             ping_options = {"ssl": True, "ssl_ca_certs": tls.ca}
         process = subprocess.Popen(
             [executable, *listen, "--bind", "127.0.0.1", "--dir", str(directory),
-             "--save", "", "--appendonly", "no", "--daemonize", "no"],
+             "--save", "", "--appendonly", "no", "--daemonize", "no", *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -154,6 +154,28 @@ def redis_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, T
     tls = make_tls_files(directory)
     process, port = start_redis_server(directory, tls=tls)
     yield port, tls
+    stop(process)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """Start a one-node Redis Cluster that serves every slot; yield its port."""
+    import redis
+
+    directory = tmp_path_factory.mktemp("redis-cluster")
+    process, port = start_redis_server(
+        directory, "--cluster-enabled", "yes", "--cluster-config-file", str(directory / "nodes")
+    )
+    node = redis.Redis(host="127.0.0.1", port=port)
+    node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while node.cluster("info")["cluster_state"] != "ok":
+        if time.monotonic() > deadline:
+            stop(process)
+            pytest.fail("the one-node cluster did not come up")
+        time.sleep(0.05)
+    yield port
+    node.close()
     stop(process)
 
 

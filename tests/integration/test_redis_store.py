@@ -20,6 +20,7 @@ import _redis_worker
 import pytest
 import redis
 import redis.asyncio
+import redis.cluster
 from _redis_server import free_port
 
 from idempotent_lambda import (
@@ -271,6 +272,23 @@ def test_connection_options_reach_the_right_database(redis_port: int) -> None:
     assert by_options.claim(record, now_ms=0, lease_cutoff_ms=0).claimed
     assert record == by_url.get("db#1")
     assert [b"db#1"] == admin.keys("*")
+
+
+def test_cluster_mode_builds_a_cluster_client_that_runs_the_scripts(
+    redis_cluster_port: int,
+) -> None:
+    """``mode="cluster"`` talks to a Redis Cluster; each script is routed by its one key."""
+    store = RedisCachePersistenceLayer(
+        host="127.0.0.1", port=redis_cluster_port, mode="cluster", ssl=False
+    )
+    key = f"cluster#{uuid.uuid4().hex}"
+    claimed = IdempotencyRecord(key, Status.IN_PROGRESS, 4_000_000_000, owner="a")
+    done = IdempotencyRecord(key, Status.COMPLETED, 4_000_000_000, response_data="[1]", owner="a")
+
+    assert store.claim(claimed, now_ms=0, lease_cutoff_ms=0).claimed
+    assert store.complete(done)
+    assert done == store.get(key)
+    assert isinstance(store.client, redis.cluster.RedisCluster)
 
 
 def test_username_and_password_authenticate(redis_client: redis.Redis, redis_port: int) -> None:
