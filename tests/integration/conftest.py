@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from _redis_server import (  # noqa: F401 - fixtures
+    redis_client,
+    redis_cluster_port,
+    redis_port,
+    redis_store,
+    redis_tls,
+)
 
 from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer

@@ -1,6 +1,7 @@
 """Many concurrent invocations of one key: the body runs exactly once.
 
-Threads race against both stores; processes race against the DynamoDB-compatible server.
+Threads race against every store; processes race against the DynamoDB-compatible server (and,
+in test_redis_store, against redis-server).
 
 moto's server does not serialise conditional writes: its check-then-write runs in the request
 thread with no lock, so two racing ``PutItem``\\ s with ``attribute_not_exists`` can both succeed
@@ -55,11 +56,14 @@ def serialised_moto(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(DynamoDBBackend, name, serialised)
 
 
-@pytest.fixture(params=["in-memory", "dynamodb"])
+@pytest.fixture(params=["in-memory", "dynamodb", "redis"])
 def store(request: pytest.FixtureRequest) -> PersistenceStore:
     """Return each store in turn, on the wall clock."""
     if request.param == "in-memory":
         return InMemoryPersistenceLayer()
+    if request.param == "redis":
+        redis_store: PersistenceStore = request.getfixturevalue("redis_store")
+        return redis_store
     request.getfixturevalue("serialised_moto")
     dynamodb_store: PersistenceStore = request.getfixturevalue("dynamodb_store")
     return dynamodb_store

@@ -1,4 +1,4 @@
-"""One contract suite for every store: in-memory, DynamoDB, and DynamoDB in composite-key mode.
+"""One contract suite for every store: in-memory, DynamoDB (also in composite-key mode), Redis.
 
 Times are explicit arguments, far in the future (so no server-side TTL can interfere), and the
 boundaries are tested exactly: a lease ending *at* the cutoff has not passed, and an expiration
@@ -31,7 +31,7 @@ EXPIRY_S = NOW_S + 3600
 KEY = "test.handler#5d41402abc4b2a76b9719d911017c592"
 
 
-@pytest.fixture(params=["in-memory", "dynamodb", "dynamodb-composite"])
+@pytest.fixture(params=["in-memory", "dynamodb", "dynamodb-composite", "redis"])
 def store(request: pytest.FixtureRequest) -> PersistenceStore:
     """Return each store implementation in turn, empty."""
     if request.param == "in-memory":
@@ -39,6 +39,9 @@ def store(request: pytest.FixtureRequest) -> PersistenceStore:
     if request.param == "dynamodb":
         dynamodb_store: DynamoDBPersistenceLayer = request.getfixturevalue("dynamodb_store")
         return dynamodb_store
+    if request.param == "redis":
+        redis_store: PersistenceStore = request.getfixturevalue("redis_store")
+        return redis_store
     table = request.getfixturevalue("make_table")(sort_key_attr="sk")
     return DynamoDBPersistenceLayer(
         table,

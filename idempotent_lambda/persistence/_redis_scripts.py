@@ -1,0 +1,70 @@
+"""The Lua scripts that make each Redis store operation one atomic round trip.
+
+Redis runs a script without interleaving any other command, so each check-then-write below is
+as atomic as DynamoDB's conditional writes. Field names arrive as arguments, never spliced into
+the source, so every store shares the same three scripts (and Redis' compiled-script cache).
+Numbers compare as Lua doubles: exact for epoch milliseconds (below 2**53).
+"""
+
+from __future__ import annotations
+
+from idempotent_lambda.record import Status
+
+_IN_PROGRESS = Status.IN_PROGRESS.value
+
+# Shared by complete and release. ARGV[1..4]: status field, owner field, "1" when an owner is
+# expected (else the record must have none), the owner.
+_OWNED = f"""
+local state = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
+local owned
+if ARGV[3] == '1' then owned = state[2] == ARGV[4] else owned = not state[2] end
+if state[1] ~= '{_IN_PROGRESS}' or not owned then return 0 end
+"""
+
+# Replace the hash with ARGV[first..] (field, value pairs) and give it a TTL of ARGV[ttl] ms
+# ('' for none).
+_REPLACE = """
+local function replace(first, ttl)
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], unpack(ARGV, first))
+  if ttl ~= '' then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+"""
+
+CLAIM = (
+    _REPLACE
+    + f"""
+-- ARGV: now (epoch s), lease cutoff (epoch ms), ttl (ms or ''), expiry field, status field,
+-- lease field, then the new record's fields. The rule of persistence.base.claim_allowed.
+local old = redis.call('HGETALL', KEYS[1])
+if #old > 0 then
+  local f = {{}}
+  for i = 1, #old, 2 do f[old[i]] = old[i + 1] end
+  local expiry = tonumber(f[ARGV[4]])
+  local lease = tonumber(f[ARGV[6]])
+  local expired = expiry ~= nil and expiry < tonumber(ARGV[1])
+  local abandoned = f[ARGV[5]] == '{_IN_PROGRESS}' and lease ~= nil and lease < tonumber(ARGV[2])
+  if not (expired or abandoned) then return {{0, old}} end
+end
+replace(7, ARGV[3])
+return {{1, old}}
+"""
+)
+
+COMPLETE = (
+    _REPLACE
+    + _OWNED
+    + """
+-- ARGV[5]: ttl (ms or ''); ARGV[6..]: the COMPLETED record's fields.
+replace(6, ARGV[5])
+return 1
+"""
+)
+
+RELEASE = (
+    _OWNED
+    + """
+redis.call('DEL', KEYS[1])
+return 1
+"""
+)

@@ -1,0 +1,196 @@
+"""Fixtures for tests against a real ``redis-server`` on loopback (imported by the conftest).
+
+The server starts once per session on 127.0.0.1 with a free port, in a temporary directory,
+without persistence, and is stopped at the end of the session. Tests skip, naming the reason,
+when ``redis-server`` or redis-py is not installed (``.ci/run`` installs the server).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
+
+START_TIMEOUT_S = 30
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def start_redis_server(
+    directory: Path, *extra: str, tls: TlsFiles | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``redis-server`` on a free loopback port; return the process once it answers PING.
+
+    With ``tls`` it listens with TLS only (client certificates optional). Retries with a new port
+    if the first one was taken in the meantime.
+    """
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
+    redis = pytest.importorskip("redis", reason="redis-py is not installed (pip install redis)")
+    for _ in range(3):
+        port = free_port()
+        listen = ["--port", str(port)]
+        ping_options: dict[str, Any] = {}
+        if tls is not None:
+            listen = ["--port", "0", "--tls-port", str(port), "--tls-auth-clients", "optional",
+                      "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+                      "--tls-ca-cert-file", tls.ca]  # fmt: skip
+            ping_options = {"ssl": True, "ssl_ca_certs": tls.ca}
+        process = subprocess.Popen(
+            [executable, *listen, "--bind", "127.0.0.1", "--dir", str(directory),
+             "--save", "", "--appendonly", "no", "--daemonize", "no", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                redis.Redis(host="localhost", port=port, socket_timeout=1, **ping_options).ping()
+                return process, port
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        stop(process)
+    pytest.fail("redis-server did not start on 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A test CA, and a certificate it signed for ``localhost``/127.0.0.1 with its key.
+
+    The server presents the certificate; a client may present the same one (no usage limits).
+    """
+
+    ca: str
+    cert: str
+    key: str
+
+
+def make_tls_files(directory: Path) -> TlsFiles:
+    """Write a fresh CA and a server certificate signed by it into ``directory``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, *, ca: bool) -> Any:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_cert = certificate("test CA", ca_key, "test CA", ca_key, ca=True)
+    cert = certificate("localhost", key, "test CA", ca_key, ca=False)
+    paths = TlsFiles(
+        ca=str(directory / "ca.crt"),
+        cert=str(directory / "redis.crt"),
+        key=str(directory / "redis.key"),
+    )
+    Path(paths.ca).write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.cert).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.key).write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server started by `start_redis_server` and wait for it."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """Start the session's ``redis-server``; yield its port on 127.0.0.1."""
+    process, port = start_redis_server(tmp_path_factory.mktemp("redis"))
+    yield port
+    stop(process)
+
+
+@pytest.fixture(scope="session")
+def redis_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, TlsFiles]]:
+    """Start a TLS-only ``redis-server``; yield its port and its certificate (trust it)."""
+    directory = tmp_path_factory.mktemp("redis-tls")
+    tls = make_tls_files(directory)
+    process, port = start_redis_server(directory, tls=tls)
+    yield port, tls
+    stop(process)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """Start a one-node Redis Cluster that serves every slot; yield its port."""
+    import redis
+
+    directory = tmp_path_factory.mktemp("redis-cluster")
+    process, port = start_redis_server(
+        directory, "--cluster-enabled", "yes", "--cluster-config-file", str(directory / "nodes")
+    )
+    node = redis.Redis(host="127.0.0.1", port=port)
+    node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while node.cluster("info")["cluster_state"] != "ok":
+        if time.monotonic() > deadline:
+            stop(process)
+            pytest.fail("the one-node cluster did not come up")
+        time.sleep(0.05)
+    yield port
+    node.close()
+    stop(process)
+
+
+@pytest.fixture
+def redis_client(redis_port: int) -> Iterator[Any]:
+    """Return a redis-py client on an emptied database (the default: bytes replies)."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=redis_port)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_store(redis_client: Any) -> RedisCachePersistenceLayer:
+    """Return a `RedisCachePersistenceLayer` on the emptied test database."""
+    return RedisCachePersistenceLayer(client=redis_client)
