@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
-from _redis_server import (  # noqa: F401 - fixtures
+
+from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
+from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
+from tests.integration._redis_server import (  # noqa: F401 - fixtures
     redis_client,
     redis_cluster_port,
     redis_port,
     redis_store,
     redis_tls,
 )
-
-from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
-from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

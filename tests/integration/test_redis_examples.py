@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 import redis
-from _redis_server import TlsFiles
 
 from idempotent_lambda import IdempotencyConfig, idempotent
 from idempotent_lambda.persistence.cache import CachePersistenceLayer
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.integration._redis_server import TlsFiles
 
 
 @pytest.fixture

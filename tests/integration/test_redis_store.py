@@ -16,12 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import _redis_worker
 import pytest
 import redis
 import redis.asyncio
 import redis.cluster
-from _redis_server import free_port
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -33,6 +31,8 @@ from idempotent_lambda import (
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.integration import _redis_worker
+from tests.integration._redis_server import free_port
 
 PROCESSES = 4
 GRACE_MS = 300_000
