@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import gzip
 import json
 import threading
 from collections.abc import Callable, Iterable
@@ -13,6 +12,7 @@ from typing import Any, cast
 from jmespath import functions
 
 from idempotent_lambda._json_text import PLAIN, JsonParser
+from idempotent_lambda._limits import bounded_gunzip
 
 _floats = threading.local()  # per parse: did every float have a plain, non-integral repr?
 
@@ -73,7 +73,7 @@ class BuiltinFunctions(functions.Functions):
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value)).decode()
+        return bounded_gunzip(base64.b64decode(value)).decode()
 
     def call_function(self, function_name: str, resolved_args: Iterable[Any]) -> Any:
         """Call a function; the built-ins on one string skip JMESPath's generic argument checks.

@@ -1,11 +1,12 @@
 """Turn one proxy event into the identity of its invocation: key scope and fingerprint, or a 400.
 
-The stored key's material is ``{"method", "route", "caller", "key"}``, so the same key sent by
-two callers, or to two routes or methods, names different records. The fingerprint (the
-validation hash) covers method, path, query and body, unless ``payload_validation_jmespath``
-replaces it. Requests whose method the adapter does not cover, requests without a key when keys
-are optional, and every request while ``IDEMPOTENCY_DISABLED`` is set get no identity: the handler
-runs without a record.
+The stored key's material is ``{"method", "api", "stage", "route", "caller", "key"}``, so the
+same key sent by two callers, or to two routes, methods, APIs or stages, names different records
+(see `idempotent_lambda.adapters._http_caller` for the caller). The fingerprint (the validation
+hash) covers method, path, raw query, ``Content-Type`` and body, unless
+``payload_validation_jmespath`` replaces it. Requests whose method the adapter does not cover,
+requests without a key when keys are optional, and every request while ``IDEMPOTENCY_DISABLED``
+is set get no identity: the handler runs without a record.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix, is_missing
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._observability import Decision, Outcome, report
+from idempotent_lambda.adapters._http_caller import CallerPolicy, CallerUnknownError
 from idempotent_lambda.adapters._http_event import (
     Family,
     HttpRequest,
@@ -29,7 +31,12 @@ from idempotent_lambda.adapters._http_event import (
     read_key,
 )
 from idempotent_lambda.adapters._http_jmespath import EventView, ExpressionError
-from idempotent_lambda.adapters._http_response import IDEMPOTENCY_PROBLEM_TYPE, log_answer, problem
+from idempotent_lambda.adapters._http_response import (
+    IDEMPOTENCY_PROBLEM_TYPE,
+    log_answer,
+    log_unknown_caller,
+    problem,
+)
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 from idempotent_lambda.persistence.base import PersistenceStore
@@ -97,6 +104,7 @@ class IdentityReader:
         covers: Callable[[str], bool],
         key_prefix: str | None,
         function: Callable[..., Any],
+        callers: CallerPolicy,
     ) -> None:
         self.store = store
         self.config = config
@@ -107,6 +115,7 @@ class IdentityReader:
         self.covers = covers
         self.key_prefix = key_prefix
         self.function = function
+        self.callers = callers
 
     def read(
         self, event: Any, context: LambdaContextLike | None
@@ -116,7 +125,8 @@ class IdentityReader:
         ``context`` is the handler's own Lambda context, when it was given one.
 
         Raises:
-            RejectedError: The request is answered with a 400 problem.
+            RejectedError: The request is answered with a 400 problem, or with a 500 when it is
+                authenticated but its caller cannot be told (fail closed).
         """
         method = method_of(event)
         if method is not None and not self.covers(method):
@@ -157,13 +167,16 @@ class IdentityReader:
             )
         else:
             validated = self._fingerprint(request)
+        caller = self._caller(event, family)
         try:
             invocation = build_invocation(
                 config,
                 material={
                     "method": request.method,
+                    "api": request.api,
+                    "stage": request.stage,
                     "route": request.route,
-                    "caller": None if request.caller is None else list(request.caller),
+                    "caller": None if caller is None else list(caller),
                     "key": material,
                 },
                 validated=validated,
@@ -186,12 +199,32 @@ class IdentityReader:
             Decision(outcome, self.function_name), self.config.decision_hook, log=self.config.logger
         )
 
+    def _caller(self, event: Any, family: Family) -> tuple[str, ...] | None:
+        try:
+            return self.callers.derive(event)
+        except MalformedEventError as exc:
+            raise self._reject(
+                family, "malformed-event", "Malformed request", str(exc), problem_type="about:blank"
+            ) from None
+        except CallerUnknownError as exc:
+            log_unknown_caller(self.config.logger, self.function_name, exc.field)
+            raise RejectedError(
+                problem(
+                    family,
+                    500,
+                    "Internal Server Error",
+                    "The request is authenticated but its caller could not be identified; "
+                    "it was not processed.",
+                )
+            ) from None
+
     def _fingerprint(self, request: HttpRequest) -> dict[str, Any]:
         body = request.body if isinstance(request.body, bytes) else _utf8(request.body)
         return {
             "method": request.method,
             "path": request.path,
             "query": [[name, list(values)] for name, values in request.query],
+            "content_type": list(request.content_type),
             "body": hashlib.new(self.config.hash_function, body).hexdigest(),
         }
 

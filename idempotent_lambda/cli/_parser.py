@@ -103,6 +103,9 @@ def _add_records(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     delete.add_argument(
         "--force", action="store_true", help="delete even an IN_PROGRESS record with a live lease"
     )
+    delete.add_argument(
+        "--yes", action="store_true", help="with --force: do not ask for confirmation"
+    )
 
     release = _table_leaf(
         actions,

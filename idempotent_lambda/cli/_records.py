@@ -12,6 +12,7 @@ from idempotent_lambda.cli import _views
 from idempotent_lambda.cli._connection import client_from, schema_from
 from idempotent_lambda.cli._errors import NOT_FOUND, OK, CliError
 from idempotent_lambda.cli._scan import Progress, records
+from idempotent_lambda.cli._terminal import confirm, escape_text
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def list_records(args: argparse.Namespace) -> int:
         _views.write_json(views)
     else:
         if views:
-            print(_views.table(LIST_HEADERS, [row(v) for v in views]))
+            print(escape_text(_views.table(LIST_HEADERS, [row(v) for v in views])))
         if not args.quiet:
             _views.note(f"{len(views)} record{'' if len(views) == 1 else 's'}")
     return OK
@@ -72,14 +73,17 @@ def get_record(args: argparse.Namespace) -> int:
     if args.json:
         _views.write_json(shown)
     else:
-        print(_detail(shown))
+        print(escape_text(_detail(shown)))
     return OK
 
 
 def delete_record(args: argparse.Namespace) -> int:
-    """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force."""
+    """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force,
+    confirmed on the terminal or by --yes."""
     client, schema = client_from(args), schema_from(args)
     now, cutoff = now_and_cutoff()
+    if args.force and not args.yes:
+        _confirm_forced(read(client, args.table, schema, args.key), args.key, cutoff)
     names = {"#key": schema.idempotency_key_attr}
     values: dict[str, Any] = {}
     condition = "attribute_exists(#key)"
@@ -128,6 +132,21 @@ def read(
     response = client.get_item(TableName=table, Key=schema.key(key), ConsistentRead=True)
     item = response.get("Item")
     return None if item is None else schema.from_item(item)
+
+
+def _confirm_forced(record: IdempotencyRecord | None, key: str, cutoff: int) -> None:
+    """Ask before deleting a live IN_PROGRESS record: its invocation may still be running."""
+    if record is None or record.status is not Status.IN_PROGRESS or _views.is_stuck(record, cutoff):
+        return
+    question = (
+        f"{escape_text(key)} is IN_PROGRESS with a live lease: an invocation may be running it, "
+        "and a retry after the delete runs the handler again. Delete it?"
+    )
+    if not confirm(question):
+        raise CliError(
+            f"not deleted: record {key!r} is IN_PROGRESS with a live lease; confirm on a "
+            "terminal, or pass --yes with --force"
+        )
 
 
 def _refuse_delete(record: IdempotencyRecord | None, key: str, now: int) -> None:

@@ -269,7 +269,7 @@ def test_delete_refuses_a_live_in_progress_record_unless_forced(
     assert "live lease" in refused.err
     assert dynamodb_store.get("orders#live") is not None
 
-    forced = cli("records", "delete", "--json", "--force", *on_table, "orders#live")
+    forced = cli("records", "delete", "--json", "--force", "--yes", *on_table, "orders#live")
     assert {"deleted": True} == {"deleted": forced.json()["deleted"]}
     assert "IN_PROGRESS" == forced.json()["record"]["status"]
     assert dynamodb_store.get("orders#live") is None
