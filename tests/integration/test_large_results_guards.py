@@ -81,15 +81,18 @@ def test_a_reference_outside_the_bucket_or_prefix_is_not_followed(
 
 
 def test_objects_go_to_the_expected_owner_under_sse_kms(
-    idempotency_table: str, dynamodb_client: DynamoDBClient, s3_client: Any, bucket: str
+    idempotency_table: str,
+    dynamodb_client: DynamoDBClient,
+    dynamodb_endpoint: str,
+    s3_client: Any,
+    bucket: str,
 ) -> None:
     """With an owner and a KMS key configured, the object is written encrypted and replays."""
-    kms = s3_client._endpoint.host  # noqa: SLF001 - the same moto server serves KMS
     import boto3
 
     key_id = boto3.client(
         "kms",
-        endpoint_url=kms,
+        endpoint_url=dynamodb_endpoint,  # the same moto server serves KMS
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",

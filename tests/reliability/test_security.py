@@ -4,8 +4,9 @@ Cross-caller replay runs against the DynamoDB store on the moto server, for ever
 and every authenticated setup the HTTP adapter reads (events after AWS's documented formats, in
 tests/events/http-authorizers.json): a caller reusing another caller's key never receives the
 other caller's response, also when it claims the same identity string through a different
-setup; a setup that names no caller is refused, never shared. The IAM policy check lives in tests/unit/test_template.py (exactly the four
-item actions on the idempotency table's ARN, no wildcards); it is not repeated here.
+setup; a setup that names no caller is refused, never shared. The IAM policy check lives in
+tests/unit/test_template.py (exactly the four item actions on the idempotency table's ARN, no
+wildcards); it is not repeated here.
 
 Logs: every test of this suite runs under the `log_hygiene` fixture (conftest.py), which
 captures all log records and fails the test if the planted secret appears in any of them.

@@ -15,7 +15,7 @@ from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.exceptions import IdempotencyConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev  # noqa: E402
+import http_events as ev
 
 MAPPED = [
     pytest.param(shape, setup, id=f"{shape}-{setup}")

@@ -12,7 +12,7 @@ import pytest
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "events"))
-import http_events as ev  # noqa: E402
+import http_events as ev
 
 SESSION = {
     "statusCode": 201,
