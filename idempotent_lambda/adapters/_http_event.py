@@ -12,7 +12,9 @@ ALB                ``requestContext.elb``                       ``path``
 =================  ===========================================  ==================================
 
 A v1 ``resource`` or v2 ``routeKey`` of ``"$default"`` (a catch-all route) falls back to the path,
-so unrelated paths never share a scope. Nothing here raises anything but `MalformedEventError`,
+so unrelated paths never share a scope. The scope also names the API (``apiId``, else
+``domainName``; the target group ARN on ALB) and the stage. The caller is read by
+`idempotent_lambda.adapters._http_caller`. Nothing here raises anything but `MalformedEventError`,
 whose reason is a fixed phrase (never request data), safe to log and to return to the client.
 """
 
