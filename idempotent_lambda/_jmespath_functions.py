@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 from typing import Any
 
 from jmespath import functions
 
+from idempotent_lambda._limits import bounded_gunzip
 from idempotent_lambda.exceptions import IdempotencyConfigError
 
 BUILTIN_NAMES = ("powertools_json", "powertools_base64", "powertools_base64_gzip")
@@ -39,7 +39,7 @@ class IdempotencyFunctions(functions.Functions):
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value)).decode()
+        return bounded_gunzip(base64.b64decode(value)).decode()
 
 
 def with_builtins(custom: functions.Functions | None) -> functions.Functions:

@@ -103,8 +103,8 @@ class BatchProgress:
             type(error).__name__,
             extra={"idempotency_batch": self._fields(index, error=type(error).__name__)},
         )
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("batch record %s failed", self.identifiers[index], exc_info=error)
+        # Only the type: an exception's arguments (and so its traceback text) may hold payload
+        # values, and logs must never carry them.
         if self.ordered:
             self._stop("after_failure", f"record {self.identifiers[index]} failed")
 

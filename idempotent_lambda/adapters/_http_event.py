@@ -12,7 +12,9 @@ ALB                ``requestContext.elb``                       ``path``
 =================  ===========================================  ==================================
 
 A v1 ``resource`` or v2 ``routeKey`` of ``"$default"`` (a catch-all route) falls back to the path,
-so unrelated paths never share a scope. Nothing here raises anything but `MalformedEventError`,
+so unrelated paths never share a scope. The scope also names the API (``apiId``, else
+``domainName``; the target group ARN on ALB) and the stage. The caller is read by
+`idempotent_lambda.adapters._http_caller`. Nothing here raises anything but `MalformedEventError`,
 whose reason is a fixed phrase (never request data), safe to log and to return to the client.
 """
 
@@ -24,24 +26,12 @@ import enum
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 #: Longest accepted idempotency key (the IETF draft's examples and Stripe's limit).
 MAX_KEY_LENGTH = 255
 
 # Structured Field parameters after a quoted key: ``;name`` or ``;name=value``; ignored.
 _SF_PARAMETERS = re.compile(r'(?:;[ ]*[a-z*][a-z0-9_\-.*]*(?:=(?:"(?:[^"\\]|\\["\\])*"|[^;"]*))?)*')
-
-# Where the authenticated caller is found under ``requestContext``, in order of preference.
-CALLER_SOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("sub", ("authorizer", "claims", "sub")),  # REST API Cognito user pool authorizer
-    ("sub", ("authorizer", "jwt", "claims", "sub")),  # HTTP API JWT authorizer
-    ("principal", ("authorizer", "principalId")),  # Lambda authorizer (REST API)
-    ("principal", ("authorizer", "lambda", "principalId")),  # Lambda authorizer context (v2)
-    ("iam", ("identity", "userArn")),  # REST API IAM authorization
-    ("iam", ("authorizer", "iam", "userArn")),  # HTTP API / Function URL IAM authorization
-    ("api-key", ("identity", "apiKeyId")),  # REST API usage-plan API key (its id, not the key)
-)
 
 
 class Shape(enum.Enum):
@@ -80,8 +70,12 @@ class HttpRequest:
         method: Upper-case HTTP method.
         route: The route the request matched (see the module docstring).
         path: The request path.
-        query: Query parameters as sorted ``(name, (values...))`` pairs.
-        caller: ``(source, id)`` of the authenticated caller, or None.
+        api: The API the route belongs to: ``apiId`` (else ``domainName``), or the ALB's
+            target group ARN; None when the event names none.
+        stage: The API's stage; None for ALB events.
+        query: Query parameters as sorted ``(name, (values...))`` pairs, as the event holds them:
+            undecoded from a v2 ``rawQueryString`` or an ALB event, decoded by API Gateway in v1.
+        content_type: Every value of the ``Content-Type`` header.
         key_values: Every value of the idempotency key header (usually one, or none).
         body: The body: bytes when it was base64-encoded (decoded here), else the text.
     """
@@ -90,8 +84,10 @@ class HttpRequest:
     method: str
     route: str
     path: str
+    api: str | None
+    stage: str | None
     query: tuple[tuple[str, tuple[str, ...]], ...]
-    caller: tuple[str, str] | None
+    content_type: tuple[str, ...]
     key_values: tuple[str, ...]
     body: str | bytes
 
@@ -163,16 +159,46 @@ def parse_request(event: Any, header_name: str) -> HttpRequest:
         query = _query_parameters(event)
     if not method:
         raise MalformedEventError("the method is empty")
+    key_values = tuple(
+        part for value in _header_values(event, header_name) for part in split_list(value)
+    )
+    api, stage = _api_and_stage(family, context)
     return HttpRequest(
         family=family,
         method=method.upper(),
         route=path if route is None or route in ("", "$default") else route,
         path=path,
+        api=api,
+        stage=stage,
         query=query,
-        caller=_caller(context),
-        key_values=_header_values(event, header_name),
+        content_type=_header_values(event, "content-type"),
+        key_values=key_values,
         body=_body(event),
     )
+
+
+def split_list(value: str) -> list[str]:
+    """Split a header value into its list members: a comma outside a quoted string separates.
+
+    HTTP API and Function URL events deliver a header sent more than once as one comma-joined
+    value (so does HTTP API payload 1.0 in ``headers``); splitting on every shape makes a repeated
+    key header read the same everywhere. A key holding a comma must be sent quoted.
+    """
+    if "," not in value:
+        return [value]
+    parts, start, quoted, escaped = [], 0, False, False
+    for index, char in enumerate(value):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            parts.append(value[start:index])
+            start = index + 1
+    parts.append(value[start:])
+    return parts
 
 
 def read_key(values: tuple[str, ...]) -> str | None:
@@ -249,17 +275,16 @@ def _header_values(event: dict[str, Any], name: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _caller(context: dict[str, Any]) -> tuple[str, str] | None:
-    for source, path in CALLER_SOURCES:
-        node: Any = context
-        for step in path:
-            node = node.get(step) if isinstance(node, dict) else None
-        if node is None or node == "":
-            continue
-        if isinstance(node, bool) or not isinstance(node, str | int):
-            raise MalformedEventError("a caller identity in requestContext is not a string")
-        return source, str(node)
-    return None
+def _api_and_stage(family: Family, context: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Return the route's API and stage, so a key used on one stage never replays on another."""
+    if family.shape is Shape.ALB:
+        elb = context.get("elb")
+        arn = elb.get("targetGroupArn") if isinstance(elb, dict) else None
+        return _optional_string(arn, "targetGroupArn"), None
+    api = context.get("apiId")
+    if api is None or api == "":
+        api = context.get("domainName")
+    return _optional_string(api, "apiId"), _optional_string(context.get("stage"), "stage")
 
 
 def _body(event: dict[str, Any]) -> str | bytes:
@@ -280,12 +305,16 @@ def _body(event: dict[str, Any]) -> str | bytes:
 
 
 def _raw_query(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Group the raw query string's pairs, left undecoded: ``%FF`` stays apart from ``%FE``, and
+    ``+`` from ``%20`` and ``%2B``, exactly as the client sent them."""
     raw = event.get("rawQueryString")
     if raw is None:
         return _query_parameters(event)
     grouped: dict[str, list[str]] = {}
-    for name, value in parse_qsl(_string(raw, "rawQueryString"), keep_blank_values=True):
-        grouped.setdefault(name, []).append(value)
+    for pair in _string(raw, "rawQueryString").split("&"):
+        if pair:
+            name, _, value = pair.partition("=")
+            grouped.setdefault(name, []).append(value)
     return tuple(sorted((name, tuple(values)) for name, values in grouped.items()))
 
 

@@ -1,11 +1,12 @@
 """Turn one proxy event into the identity of its invocation: key scope and fingerprint, or a 400.
 
-The stored key's material is ``{"method", "route", "caller", "key"}``, so the same key sent by
-two callers, or to two routes or methods, names different records. The fingerprint (the
-validation hash) covers method, path, query and body, unless ``payload_validation_jmespath``
-replaces it. Requests whose method the adapter does not cover, requests without a key when keys
-are optional, and every request while ``IDEMPOTENCY_DISABLED`` is set get no identity: the handler
-runs without a record.
+The stored key's material is ``{"method", "api", "stage", "route", "caller", "key"}``, so the
+same key sent by two callers, or to two routes, methods, APIs or stages, names different records
+(see `idempotent_lambda.adapters._http_caller` for the caller). The fingerprint (the validation
+hash) covers method, path, raw query, ``Content-Type`` and body, unless
+``payload_validation_jmespath`` replaces it. Requests whose method the adapter does not cover,
+requests without a key when keys are optional, and every request while ``IDEMPOTENCY_DISABLED``
+is set get no identity: the handler runs without a record.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from idempotent_lambda._engine import Derive
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix, is_missing
 from idempotent_lambda._lambda_context import LambdaContextLike
+from idempotent_lambda.adapters._http_caller import CallerPolicy, CallerUnknownError
 from idempotent_lambda.adapters._http_event import (
     Family,
     HttpRequest,
@@ -30,7 +32,12 @@ from idempotent_lambda.adapters._http_event import (
     parse_request,
     read_key,
 )
-from idempotent_lambda.adapters._http_response import IDEMPOTENCY_PROBLEM_TYPE, log_answer, problem
+from idempotent_lambda.adapters._http_response import (
+    IDEMPOTENCY_PROBLEM_TYPE,
+    log_answer,
+    log_unknown_caller,
+    problem,
+)
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 from idempotent_lambda.persistence.base import PersistenceStore
@@ -98,6 +105,7 @@ class IdentityReader:
         covers: Callable[[str], bool],
         key_prefix: str | None,
         function: Callable[..., Any],
+        callers: CallerPolicy,
     ) -> None:
         self.store = store
         self.config = config
@@ -108,6 +116,7 @@ class IdentityReader:
         self.covers = covers
         self.key_prefix = key_prefix
         self.function = function
+        self.callers = callers
 
     def deriver(self, event: Any) -> Derive | None:
         """Return how to derive ``event``'s invocation; None when its method is not covered.
@@ -126,7 +135,8 @@ class IdentityReader:
         ``lease`` is the Lambda context whose remaining time is the lease.
 
         Raises:
-            RejectedError: The request is answered with a 400 problem.
+            RejectedError: The request is answered with a 400 problem, or with a 500 when it is
+                authenticated but its caller cannot be told (fail closed).
         """
         family = family_of(event)
         try:
@@ -160,13 +170,16 @@ class IdentityReader:
             validated = self._extract(config.validation_material, view, family)
         else:
             validated = self._fingerprint(request)
+        caller = self._caller(event, family)
         try:
             invocation = build_invocation(
                 config,
                 material={
                     "method": request.method,
+                    "api": request.api,
+                    "stage": request.stage,
                     "route": request.route,
-                    "caller": None if request.caller is None else list(request.caller),
+                    "caller": None if caller is None else list(caller),
                     "key": material,
                 },
                 validated=validated,
@@ -184,12 +197,32 @@ class IdentityReader:
         assert invocation is not None  # the material is a non-empty dict
         return invocation
 
+    def _caller(self, event: Any, family: Family) -> tuple[str, ...] | None:
+        try:
+            return self.callers.derive(event)
+        except MalformedEventError as exc:
+            raise self._reject(
+                family, "malformed-event", "Malformed request", str(exc), problem_type="about:blank"
+            ) from None
+        except CallerUnknownError as exc:
+            log_unknown_caller(self.config.logger, self.function_name, exc.field)
+            raise RejectedError(
+                problem(
+                    family,
+                    500,
+                    "Internal Server Error",
+                    "The request is authenticated but its caller could not be identified; "
+                    "it was not processed.",
+                )
+            ) from None
+
     def _fingerprint(self, request: HttpRequest) -> dict[str, Any]:
         body = request.body if isinstance(request.body, bytes) else _utf8(request.body)
         return {
             "method": request.method,
             "path": request.path,
             "query": [[name, list(values)] for name, values in request.query],
+            "content_type": list(request.content_type),
             "body": hashlib.new(self.config.hash_function, body).hexdigest(),
         }
 

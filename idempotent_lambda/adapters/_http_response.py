@@ -36,6 +36,10 @@ IDEMPOTENCY_PROBLEM_TYPE = (
 
 StorePolicy = bool | Callable[[int], bool]
 
+#: 4xx statuses ``store_4xx=True`` does not store: the outcome depends on a credential, a permission
+#: or a rate limit that may change, so a retry runs the handler again.
+TRANSIENT_4XX = frozenset({401, 403, 407, 408, 429})
+
 
 @dataclass(frozen=True, slots=True)
 class Replayed:
@@ -134,6 +138,18 @@ def log_answer(log: Any, function: str, status: int, reason: str, *, outcome: st
     )
 
 
+def log_unknown_caller(log: Any, function: str, field: str) -> None:
+    """Log, at ERROR, that an authenticated request was refused because its caller is unknown."""
+    (logger if log is None else log).error(
+        "idempotency http caller unknown: the request is authenticated but %s holds no caller; "
+        "name the caller with idempotent_http(caller=...), or opt in to one key space for all "
+        'callers with caller_scope="shared"; status=500 function=%s',
+        field,
+        function,
+        extra={"idempotency": {"outcome": "REJECTED", "status": 500, "reason": "unknown-caller"}},
+    )
+
+
 def _seconds_until(lease_end_ms: int, clock: Clock) -> int:
     return max(1, math.ceil((lease_end_ms - clock.now_ms()) / 1000))
 
@@ -150,17 +166,54 @@ def status_of(response: Any) -> int:
 
 
 def storable(policy: StorePolicy) -> Callable[[Any], bool]:
-    """Return the engine's ``store_result_if``: no 5xx; 4xx as ``policy`` says; the rest yes."""
+    """Return the engine's ``store_result_if``: no 5xx; 4xx as ``policy`` says; the rest yes.
+
+    ``True`` stores every 4xx but `TRANSIENT_4XX`; a predicate decides every 4xx itself.
+    """
 
     def store_result_if(response: Any) -> bool:
         status = status_of(response)
         if status >= 500:
             return False
         if status >= 400:
-            return bool(policy(status)) if callable(policy) else policy
+            if callable(policy):
+                return bool(policy(status))
+            return policy and status not in TRANSIENT_4XX
         return True
 
     return store_result_if
+
+
+class CookielessSerializer:
+    """Store a response without ``Set-Cookie`` headers or the v2 ``cookies`` list.
+
+    A cookie usually carries a session: replaying it would hand one client's session to whoever
+    retries with the same key. The first response is returned untouched; only the stored copy,
+    and so every replay, goes without cookies.
+    """
+
+    def to_dict(self, data: Any) -> Any:
+        """Return ``data`` without cookies (the same object when it has none)."""
+        if not isinstance(data, Mapping):
+            return data
+        stripped: dict[Any, Any] | None = None
+        for field in ("headers", "multiValueHeaders"):
+            headers = data.get(field)
+            if isinstance(headers, Mapping) and any(_is_set_cookie(name) for name in headers):
+                stripped = stripped if stripped is not None else dict(data)
+                stripped[field] = {k: v for k, v in headers.items() if not _is_set_cookie(k)}
+        if "cookies" in data:
+            stripped = stripped if stripped is not None else dict(data)
+            del stripped["cookies"]
+        return data if stripped is None else stripped
+
+    def from_dict(self, data: Any) -> Any:
+        """Return the stored response as it is."""
+        return data
+
+
+def _is_set_cookie(name: Any) -> bool:
+    return isinstance(name, str) and name.lower() == "set-cookie"
 
 
 def mark_replayed(response: Any, family: Family) -> Any:

@@ -16,13 +16,16 @@ status  when
         `current_transaction` failed its condition after the handler returned: nothing was
         written or stored, so the same request may be sent again
 422     the key was used before with a different request (fingerprint mismatch)
+500     the request is authenticated but its caller cannot be identified (fail closed; see
+        ``caller`` and ``caller_scope``); the handler did not run
 503     the idempotency store failed before the handler ran (``Retry-After: 1``); it did not run
 ======  ========================================================================================
 
-The stored key's material is ``{"method", "route", "caller", "key"}``: the same key sent by two
-callers, or to two routes or methods, names different records. See the README's HTTP section for
-the exact identity sources and the fingerprint. Safe methods (GET, HEAD, OPTIONS, TRACE) pass
-through untouched unless ``methods`` names them, so CORS preflights never need a key.
+The stored key's material is ``{"method", "api", "stage", "route", "caller", "key"}``: the same
+key sent by two callers, or to two routes, methods, APIs or stages, names different records. See
+docs/http.md for the caller of each authenticated setup and for the fingerprint. Safe methods
+(GET, HEAD, OPTIONS, TRACE) pass through untouched unless ``methods`` names them, so CORS
+preflights never need a key.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda.adapters._http_caller import CallerOption, CallerPolicy
 from idempotent_lambda.adapters._http_event import family_of
 from idempotent_lambda.adapters._http_identity import (
     IdentityReader,
@@ -42,6 +46,7 @@ from idempotent_lambda.adapters._http_identity import (
     method_filter,
 )
 from idempotent_lambda.adapters._http_response import (
+    CookielessSerializer,
     Replayed,
     StorePolicy,
     conflict,
@@ -71,6 +76,9 @@ def idempotent_http(
     key_prefix: str | None = None,
     store_4xx: StorePolicy = True,
     methods: Collection[str] | None = None,
+    caller: CallerOption = None,
+    caller_scope: str = "caller",
+    store_cookies: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a proxy handler ``handler(event, context)`` honour the ``Idempotency-Key`` header.
 
@@ -88,11 +96,23 @@ def idempotent_http(
         require_key: Answer 400 when no key is found; when False the handler runs without
             idempotency for such requests.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        store_4xx: Which 4xx responses are stored and replayed: all (True), none (False), or those
-            for whose status the predicate returns True. 5xx responses are never stored.
+        store_4xx: Which 4xx responses are stored and replayed: all but 401, 403, 407, 408 and
+            429 (True), none (False), or those for whose status the predicate returns True.
+            5xx responses are never stored.
         methods: The HTTP methods the key applies to, in any case; requests with other methods
             run the handler as if it were not decorated (no key needed, nothing stored). None,
             the default, covers every method but the safe ones: GET, HEAD, OPTIONS and TRACE.
+        caller: Who the caller is, for setups whose identity the adapter cannot read itself (an
+            HTTP API Lambda authorizer's context, say): a JMESPath expression on the event, such
+            as ``"requestContext.authorizer.lambda.userId"``, or a callable taking the event.
+            It returns the caller's id, or None to fall back to the adapter's own sources.
+        caller_scope: ``"caller"`` scopes keys per caller, and answers 500 without running the
+            handler when a request is authenticated but no caller can be read. ``"shared"``
+            leaves the caller out: every caller shares one key space (one caller can then
+            receive another's response; choose it only when that is intended).
+        store_cookies: Store ``Set-Cookie`` headers and the v2 ``cookies`` list with the
+            response, so replays carry them. Off by default: a replay would hand the first
+            caller's session cookie to whoever retries with the same key.
 
     Raises:
         IdempotencyConfigError: An argument is not usable (at decoration time).
@@ -109,13 +129,16 @@ def idempotent_http(
     if not (isinstance(store_4xx, bool) or callable(store_4xx)):
         raise IdempotencyConfigError("store_4xx must be a bool or a callable taking a status code")
     covers = method_filter(methods)
+    callers = CallerPolicy(caller, caller_scope)
+    if not isinstance(store_cookies, bool):
+        raise IdempotencyConfigError("store_cookies must be True or False")
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         call = IdempotentCall(
             store=persistence_store,
             config=settings,
             function_name=function.__qualname__,
-            serializer=NoOpSerializer(),
+            serializer=NoOpSerializer() if store_cookies else CookielessSerializer(),
             store_result_if=storable(store_4xx),
             on_replay=lambda response, _record: Replayed(response),
         )
@@ -128,6 +151,7 @@ def idempotent_http(
             covers=covers,
             key_prefix=key_prefix,
             function=function,
+            callers=callers,
         )
         return _wrap(function, call, reader)
 

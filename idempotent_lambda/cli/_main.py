@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument(
         "--force", action="store_true", help="delete even an IN_PROGRESS record with a live lease"
     )
+    delete.add_argument(
+        "--yes", action="store_true", help="with --force: do not ask for confirmation"
+    )
     release = _leaf(
         actions,
         "release-stuck",

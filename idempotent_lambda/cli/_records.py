@@ -16,6 +16,7 @@ from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.cli import _views
 from idempotent_lambda.cli._connection import client_from, store_from
+from idempotent_lambda.cli._terminal import confirm, escape_text
 from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
 from idempotent_lambda.persistence._dynamodb_table import (
     create_idempotency_table,
@@ -58,7 +59,7 @@ def list_records(args: argparse.Namespace) -> int:
         _views.write_json(views)
     else:
         if views:
-            print(_views.table(LIST_HEADERS, [row(v) for v in views]))
+            print(escape_text(_views.table(LIST_HEADERS, [row(v) for v in views])))
         if not args.quiet:
             _views.note(f"{len(views)} record{'' if len(views) == 1 else 's'}")
     return OK
@@ -79,14 +80,18 @@ def get_record(args: argparse.Namespace) -> int:
     if args.json:
         _views.write_json(shown)
     else:
-        print(_detail(shown))
+        print(escape_text(_detail(shown)))
     return OK
 
 
 def delete_record(args: argparse.Namespace) -> int:
-    """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force."""
+    """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force,
+    confirmed on the terminal or by --yes."""
     now, cutoff = now_and_cutoff()
-    outcome = store_from(args).delete(args.key, live_cutoff_ms=None if args.force else cutoff)
+    store = store_from(args)
+    if args.force and not args.yes:
+        _confirm_forced(store.get(args.key), args.key, cutoff)
+    outcome = store.delete(args.key, live_cutoff_ms=None if args.force else cutoff)
     deleted = outcome.record
     if not outcome.deleted or deleted is None:
         _refuse_delete(deleted, args.key, now)
@@ -179,6 +184,21 @@ def _records(
     for page in store.scan(prefix=args.prefix, page_size=args.page_size):
         progress.page(page.scanned, page.skipped)
         yield from page.records
+
+
+def _confirm_forced(record: IdempotencyRecord | None, key: str, cutoff: int) -> None:
+    """Ask before deleting a live IN_PROGRESS record: its invocation may still be running."""
+    if record is None or record.status is not Status.IN_PROGRESS or _views.is_stuck(record, cutoff):
+        return
+    question = (
+        f"{escape_text(key)} is IN_PROGRESS with a live lease: an invocation may be running it, "
+        "and a retry after the delete runs the handler again. Delete it?"
+    )
+    if not confirm(question):
+        raise CliError(
+            f"not deleted: record {key!r} is IN_PROGRESS with a live lease; confirm on a "
+            "terminal, or pass --yes with --force"
+        )
 
 
 def _refuse_delete(record: IdempotencyRecord | None, key: str, now: int) -> NoReturn:

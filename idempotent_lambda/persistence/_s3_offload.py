@@ -12,8 +12,10 @@ never mistaken for a result. Each completion writes its own object (the key ends
 owner token), so an invocation that lost its lease never overwrites the object of the one that
 took over; objects whose record never completed are left to the bucket's lifecycle rule.
 
-Reading verifies size and checksum: a missing, truncated or altered object is an
-`IdempotencyPersistenceLayerError`, never a wrong result.
+Reading follows a reference only into the configured bucket, under the configured prefix, and
+verifies size and checksum: a reference elsewhere, or a missing, truncated or altered object, is
+an `IdempotencyPersistenceLayerError`, never a wrong result (so a tampered record cannot make the
+function read another bucket). Requests send ``ExpectedBucketOwner`` when the owner is known.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyPersistenceLayerError
+from idempotent_lambda._limits import bounded_inflate
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyPersistenceLayerError,
+)
 from idempotent_lambda.persistence._aws import S3_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
 from idempotent_lambda.persistence.base import MAX_STORED_DATA_BYTES, encode_stored_data
@@ -55,6 +61,8 @@ class LargeResults:
         client: A ready ``s3`` client; else one is built on first use.
         session: Session to build the client from.
         boto_config: botocore ``Config`` merged over the defaults.
+        expected_owner: Account id sent as ``ExpectedBucketOwner``; None sends none.
+        kms_key_id: Put objects with SSE-KMS under this key; None: the bucket's default.
 
     Raises:
         IdempotencyConfigError: A threshold or prefix without a bucket, or out of range.
@@ -69,6 +77,8 @@ class LargeResults:
         client: Any,
         session: boto3.session.Session | None,
         boto_config: Config | None,
+        expected_owner: str | None = None,
+        kms_key_id: str | None = None,
     ) -> None:
         if bucket is None and (prefix is not None or threshold_bytes is not None):
             raise IdempotencyConfigError(
@@ -85,7 +95,12 @@ class LargeResults:
             raise IdempotencyConfigError(
                 f"large_result_threshold_bytes must be between 0 and {MAX_STORED_DATA_BYTES}"
             )
+        for name, value in (("bucket owner", expected_owner), ("KMS key id", kms_key_id)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise IdempotencyConfigError(f"the large result {name} must be a non-empty string")
         self.bucket = bucket
+        self.expected_owner = expected_owner
+        self.kms_key_id = kms_key_id
         self.prefix = DEFAULT_PREFIX if prefix is None else prefix
         self.threshold_bytes = threshold
         self._client: LazyClient[Any] = LazyClient(
@@ -122,14 +137,20 @@ class LargeResults:
                 missing, unreadable, of the wrong size or checksum, or does not decompress.
         """
         bucket, key, sha256, size = parse_reference(text)
+        if bucket != self.bucket or not key.startswith(self.prefix):
+            raise IdempotencyPersistenceLayerError(
+                "a stored result points outside the configured large_result_bucket and prefix; "
+                "it was not followed"
+            )
         with translate_errors("S3", "GetObject"):
-            body = self._client.get().get_object(Bucket=bucket, Key=key)["Body"].read()
+            response = self._client.get().get_object(Bucket=bucket, Key=key, **self._owner())
+            body = response["Body"].read()
         if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
             raise IdempotencyPersistenceLayerError(
                 f"large result object s3://{bucket}/{key} does not match its record's checksum"
             )
         try:
-            return zlib.decompress(body).decode("utf-8", "surrogatepass")
+            return bounded_inflate(body).decode("utf-8", "surrogatepass")
         except (zlib.error, UnicodeDecodeError) as exc:
             raise IdempotencyPersistenceLayerError(
                 f"large result object s3://{bucket}/{key} does not decompress"
@@ -145,6 +166,8 @@ class LargeResults:
                 Body=body,
                 ContentType="application/octet-stream",
                 ChecksumSHA256=base64.b64encode(digest.digest()).decode("ascii"),
+                **self._owner(),
+                **self._encryption(),
             )
         reference = {
             "bucket": bucket,
@@ -154,6 +177,23 @@ class LargeResults:
             "encoding": "zlib",
         }
         return json.dumps({REFERENCE_TAG: reference}, separators=(",", ":"))
+
+    def _owner(self) -> dict[str, str]:
+        return {} if self.expected_owner is None else {"ExpectedBucketOwner": self.expected_owner}
+
+    def _encryption(self) -> dict[str, str]:
+        if self.kms_key_id is None:
+            return {}
+        return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.kms_key_id}
+
+
+def account_of(table_name: str) -> str | None:
+    """Return the account id of a table ARN (``arn:aws:dynamodb:<region>:<account>:table/...``);
+    None for a plain table name."""
+    parts = table_name.split(":", 5) if isinstance(table_name, str) else []
+    if len(parts) == 6 and parts[0] == "arn" and parts[2] == "dynamodb" and parts[4].isdigit():
+        return parts[4]
+    return None
 
 
 def parse_reference(text: str) -> tuple[str, str, str, int]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
+from idempotent_lambda._limits import bounded_inflate
 from idempotent_lambda.exceptions import (
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
@@ -165,4 +166,4 @@ def decode_stored_data(stored: str | bytes) -> str:
     """Invert `encode_stored_data`."""
     if isinstance(stored, str):
         return stored
-    return zlib.decompress(stored).decode("utf-8", "surrogatepass")
+    return bounded_inflate(stored).decode("utf-8", "surrogatepass")

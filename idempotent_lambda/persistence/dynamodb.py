@@ -18,7 +18,7 @@ from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
 from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
-from idempotent_lambda.persistence._s3_offload import LargeResults, is_reference
+from idempotent_lambda.persistence._s3_offload import LargeResults, account_of, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
@@ -94,6 +94,11 @@ class DynamoDBPersistenceLayer:
             holds, about 396 KiB); lower it to make replays of big results cheaper.
         s3_client: A ready ``s3`` client for those objects; else built on first use, like the
             ``dynamodb`` one (``AWS_ENDPOINT_URL_S3`` is honoured).
+        large_result_bucket_owner: The account id that must own the bucket, sent as
+            ``ExpectedBucketOwner`` (S3 refuses a bucket of another account); default: the
+            account of ``table_name`` when it is a table ARN.
+        large_result_kms_key_id: Encrypt the objects with SSE-KMS under this key (id, ARN or
+            alias); default: the bucket's own encryption.
     """
 
     def __init__(
@@ -118,6 +123,8 @@ class DynamoDBPersistenceLayer:
         large_result_prefix: str | None = None,
         large_result_threshold_bytes: int | None = None,
         s3_client: Any = None,
+        large_result_bucket_owner: str | None = None,
+        large_result_kms_key_id: str | None = None,
     ) -> None:
         if static_pk_value is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
@@ -140,6 +147,8 @@ class DynamoDBPersistenceLayer:
             bucket=large_result_bucket,
             prefix=large_result_prefix,
             threshold_bytes=large_result_threshold_bytes,
+            expected_owner=large_result_bucket_owner or account_of(table_name),
+            kms_key_id=large_result_kms_key_id,
             client=s3_client,
             session=boto3_session,
             boto_config=boto_config,

@@ -19,25 +19,32 @@ SHAPES = ("apigateway-v1", "apigateway-v2", "function-url", "alb", "alb-multival
 V2_SHAPES = ("apigateway-v2", "function-url")
 MULTI_VALUE_SHAPES = ("apigateway-v1", "alb-multivalue")
 
-#: Identity sources each shape can carry (ALB carries none).
+#: Authenticated setups each shape can carry whose caller the adapter reads by itself (the
+#: fragments are in http-authorizers.json).
 CALLER_SOURCES: dict[str, tuple[str, ...]] = {
-    "apigateway-v1": ("sub", "principal", "iam", "api-key"),
-    "apigateway-v2": ("sub", "principal", "iam"),
-    "function-url": ("iam",),
-    "alb": (),
-    "alb-multivalue": (),
+    "apigateway-v1": (
+        "cognito-user-pool",
+        "lambda-authorizer",
+        "iam",
+        "iam-cognito-identity",
+        "mtls",
+        "api-key",
+    ),
+    "apigateway-v2": (
+        "jwt",
+        "jwt-client-credentials",
+        "jwt-azp",
+        "iam",
+        "iam-cognito-identity",
+        "mtls",
+    ),
+    "function-url": ("iam", "iam-cognito-identity"),
+    "alb": ("oidc",),
+    "alb-multivalue": ("oidc",),
 }
-_V1_CALLER_PATHS = {
-    "sub": ("authorizer", "claims", "sub"),
-    "principal": ("authorizer", "principalId"),
-    "iam": ("identity", "userArn"),
-    "api-key": ("identity", "apiKeyId"),
-}
-_V2_CALLER_PATHS = {
-    "sub": ("authorizer", "jwt", "claims", "sub"),
-    "principal": ("authorizer", "lambda", "principalId"),
-    "iam": ("authorizer", "iam", "userArn"),
-}
+#: Authenticated setups that name no caller the adapter can read: it refuses them (500) unless
+#: ``caller=`` says where the caller is.
+UNMAPPED_SETUPS: dict[str, tuple[str, ...]] = {"apigateway-v2": ("lambda-authorizer",)}
 _FIXTURES: dict[str, dict[str, Any]] = {}
 
 
@@ -70,7 +77,8 @@ def make_event(
         route: The matched route (v1 resource, v2 route path); ``path`` when omitted.
         body: Text, or bytes (always sent base64-encoded).
         base64_body: Send a text body base64-encoded.
-        caller: ``(source, id)`` with a source from `CALLER_SOURCES` for the shape.
+        caller: ``(setup, id)`` with a setup of the shape from `CALLER_SOURCES` or
+            `UNMAPPED_SETUPS`: the setup's authentication context, naming ``id`` as the caller.
     """
     event = load(shape)
     extra = dict(headers or {})
@@ -159,11 +167,27 @@ def _set_query(event: dict[str, Any], shape: str, query: dict[str, list[str]]) -
         }
 
 
-def _set_caller(event: dict[str, Any], shape: str, source: str, identity: str) -> None:
-    assert source in CALLER_SOURCES[shape], f"{shape} cannot carry a {source} caller"
-    paths = _V1_CALLER_PATHS if shape == "apigateway-v1" else _V2_CALLER_PATHS
-    node = event["requestContext"]
-    *parents, leaf = paths[source]
-    for step in parents:
-        node = node.setdefault(step, {})
-    node[leaf] = identity
+def _set_caller(event: dict[str, Any], shape: str, setup: str, identity: str) -> None:
+    allowed = CALLER_SOURCES[shape] + UNMAPPED_SETUPS.get(shape, ())
+    assert setup in allowed, f"{shape} cannot carry a {setup} caller"
+    fragment = _authorizers()[shape][setup]
+    text = json.dumps(fragment).replace("CALLER", identity)
+    parsed = json.loads(text)
+    if "headers" in parsed:
+        _set_headers(event, shape, parsed["headers"])
+    if "requestContext" in parsed:
+        _merge(event["requestContext"], parsed["requestContext"])
+
+
+def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
+    for name, value in extra.items():
+        if isinstance(value, dict) and isinstance(target.get(name), dict):
+            _merge(target[name], value)
+        else:
+            target[name] = value
+
+
+def _authorizers() -> dict[str, Any]:
+    if "authorizers" not in _FIXTURES:
+        _FIXTURES["authorizers"] = json.loads((HERE / "http-authorizers.json").read_text())
+    return _FIXTURES["authorizers"]

@@ -268,12 +268,63 @@ def test_delete_refuses_a_live_in_progress_record_unless_forced(
     assert "live lease" in refused.err
     assert dynamodb_store.get("orders#live") is not None
 
-    forced = cli("records", "delete", "--json", "--force", *on_table, "orders#live")
+    forced = cli("records", "delete", "--json", "--force", "--yes", *on_table, "orders#live")
     assert {"deleted": True} == {"deleted": forced.json()["deleted"]}
     assert "IN_PROGRESS" == forced.json()["record"]["status"]
     assert dynamodb_store.get("orders#live") is None
 
     assert 1 == cli("records", "delete", *on_table, "orders#live").code
+
+
+class _Terminal:
+    """A stdin that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("terminal", "answer", "deleted"), [(False, "", False), (True, "n", False), (True, "y", True)]
+)
+def test_a_forced_delete_of_a_live_claim_asks_first(
+    cli: Any,
+    on_table: list[str],
+    seeded: dict[str, IdempotencyRecord],
+    dynamodb_store: DynamoDBPersistenceLayer,
+    monkeypatch: pytest.MonkeyPatch,
+    terminal: bool,
+    answer: str,
+    deleted: bool,
+) -> None:
+    """--force alone asks on a terminal, and refuses without one; only "y" deletes."""
+    asked: list[str] = []
+    if terminal:
+        monkeypatch.setattr(sys, "stdin", _Terminal())
+    monkeypatch.setattr("builtins.input", lambda question: asked.append(question) or answer)
+    run = cli("records", "delete", "--force", *on_table, "orders#live")
+    assert (0 if deleted else 2) == run.code
+    assert deleted == (dynamodb_store.get("orders#live") is None)
+    assert (1 if terminal else 0) == len(asked)
+    assert "--yes" in run.err or deleted
+    assert 0 == cli("records", "delete", "--force", *on_table, "orders#stuck").code  # no question
+
+
+def test_get_escapes_control_and_bidi_characters(
+    cli: Any, on_table: list[str], dynamodb_store: DynamoDBPersistenceLayer
+) -> None:
+    """A key or result holding terminal escapes or bidi overrides is shown escaped, not obeyed."""
+    key = "orders#\x1b]0;pwned\x07\u202eevil"
+    seed(dynamodb_store, key, result=json.dumps({"note": "\x9b31m\u2066x\u2069\x7f"}))
+    run = cli("records", "get", *on_table, key)
+    assert 0 == run.code
+    shown = run.out
+    for raw in ("\x1b", "\x07", "\u202e", "\x9b", "\u2066", "\u2069", "\x7f"):
+        assert raw not in shown
+    assert "\\x1b]0;pwned\\x07\\u202eevil" in shown
+    assert "\\x9b31m\\u2066x\\u2069\\x7f" in shown
+    listed = cli("records", "list", *on_table).out
+    assert "\x1b" not in listed
+    assert "\\u202e" in listed
 
 
 # --- records release-stuck -----------------------------------------------------------------------

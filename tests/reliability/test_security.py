@@ -1,10 +1,12 @@
 """Security: cross-caller replay, key hygiene, and what reaches the logs and the table.
 
 Cross-caller replay runs against the DynamoDB store on the moto server, for every event shape
-and every identity source the HTTP adapter reads: a caller reusing another caller's key never
-receives the other caller's response, also when it claims the same identity string through a
-different source. The IAM policy check lives in tests/unit/test_template.py (exactly the four
-item actions on the idempotency table's ARN, no wildcards); it is not repeated here.
+and every authenticated setup the HTTP adapter reads (events after AWS's documented formats, in
+tests/events/http-authorizers.json): a caller reusing another caller's key never receives the
+other caller's response, also when it claims the same identity string through a different
+setup; a setup that names no caller is refused, never shared. The IAM policy check lives in
+tests/unit/test_template.py (exactly the four item actions on the idempotency table's ARN, no
+wildcards); it is not repeated here.
 
 Logs: every test of this suite runs under the `log_hygiene` fixture (conftest.py), which
 captures all log records and fails the test if the planted secret appears in any of them.
@@ -28,7 +30,6 @@ from idempotent_lambda import (
     idempotent_function,
 )
 from idempotent_lambda._observability import Outcome
-from idempotent_lambda.adapters._http_event import CALLER_SOURCES
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
@@ -53,11 +54,50 @@ def http_handler(store: Any, executions: Executions) -> Any:
     return handler
 
 
-def test_every_identity_source_of_the_adapter_is_exercised() -> None:
-    """The cases below cover every source the adapter reads (guards against a new source)."""
-    exercised = {source for _, sources in ev.CALLER_SOURCES.items() for source in sources}
-    read = {"sub", "principal", "iam", "api-key"}
-    assert read == {source for source, _ in CALLER_SOURCES} == exercised
+def test_every_authenticated_setup_is_exercised() -> None:
+    """The cases below cover every setup of the caller table (guards against a forgotten one)."""
+    exercised = {setup for setups in ev.CALLER_SOURCES.values() for setup in setups}
+    assert {
+        "cognito-user-pool",
+        "lambda-authorizer",
+        "iam",
+        "iam-cognito-identity",
+        "mtls",
+        "api-key",
+        "jwt",
+        "jwt-client-credentials",
+        "jwt-azp",
+        "oidc",
+    } == exercised
+    assert {"apigateway-v2": ("lambda-authorizer",)} == ev.UNMAPPED_SETUPS
+
+
+@pytest.mark.parametrize("shape", list(ev.UNMAPPED_SETUPS))
+def test_a_setup_without_a_readable_caller_is_refused_not_shared(
+    shape: str, dynamodb_store: DynamoDBPersistenceLayer
+) -> None:
+    """HTTP API Lambda authorizer: both callers get a 500, neither gets the other's response."""
+    executions = Executions()
+    handler = http_handler(dynamodb_store, executions)
+    (setup,) = ev.UNMAPPED_SETUPS[shape]
+    alice = handler(ev.make_event(shape, key="k-3", caller=(setup, "alice")), None)
+    mallory = handler(ev.make_event(shape, key="k-3", caller=(setup, "mallory")), None)
+    assert (500, 500) == (alice["statusCode"], mallory["statusCode"])
+    assert 0 == executions.total
+
+
+def test_a_session_cookie_is_never_replayed_to_another_caller(
+    dynamodb_store: DynamoDBPersistenceLayer,
+) -> None:
+    """Without an identity (shared scope), a replay still carries no Set-Cookie."""
+
+    @idempotent_http(persistence_store=dynamodb_store, key_prefix="cookies")
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"statusCode": 201, "headers": {"Set-Cookie": f"s={SECRET}"}, "body": "ok"}
+
+    handler(ev.make_event("apigateway-v1", key="k-4"), None)
+    replay = handler(ev.make_event("apigateway-v1", key="k-4"), None)
+    assert SECRET not in json.dumps(replay)
 
 
 @pytest.mark.parametrize(("shape", "source"), IDENTITY_CASES)
@@ -151,7 +191,7 @@ def test_the_table_holds_hashed_keys_only(
     """Stored keys are ``prefix#sha256``: neither the header key nor payload content appear."""
     handler = http_handler(dynamodb_store, Executions())
     handler(
-        ev.make_event("apigateway-v2", key=f"key-{SECRET}"[:255], caller=("sub", "alice")), None
+        ev.make_event("apigateway-v2", key=f"key-{SECRET}"[:255], caller=("jwt", "alice")), None
     )
 
     @idempotent(persistence_store=dynamodb_store, key_prefix="security-plain")

@@ -85,7 +85,8 @@ def test_retry_replays_the_stored_response_with_the_replayed_header(
 def test_replay_preserves_every_part_of_the_response(
     shape: str, idempotency_store: Any, lambda_context: Any
 ) -> None:
-    """Status, single and multi-value headers, cookies, base64 body and ALB description survive."""
+    """Status, single and multi-value headers, cookies (opted in), base64 body and ALB
+    description survive."""
     original = {
         "statusCode": 202,
         "statusDescription": "202 Accepted",
@@ -96,7 +97,7 @@ def test_replay_preserves_every_part_of_the_response(
         "isBase64Encoded": True,
     }
 
-    @idempotent_http(persistence_store=idempotency_store)
+    @idempotent_http(persistence_store=idempotency_store, store_cookies=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return dict(original)
 
@@ -390,7 +391,14 @@ def test_4xx_responses_are_stored_by_default(
     ("policy", "status", "stored"),
     [
         (False, 404, False),
-        (True, 429, True),
+        (True, 404, True),
+        (True, 409, True),
+        (True, 401, False),
+        (True, 403, False),
+        (True, 407, False),
+        (True, 408, False),
+        (True, 429, False),
+        (lambda status: True, 429, True),
         (lambda status: status != 429, 429, False),
         (lambda status: status != 429, 400, True),
         (False, 201, True),
@@ -400,7 +408,8 @@ def test_4xx_responses_are_stored_by_default(
 def test_which_4xx_are_stored_is_configurable(
     shape: str, idempotency_store: Any, lambda_context: Any, policy: Any, status: int, stored: bool
 ) -> None:
-    """``store_4xx`` takes a bool or a predicate on the status; 2xx/3xx are always stored."""
+    """``store_4xx`` takes a bool or a predicate on the status; 2xx/3xx are always stored; True
+    leaves out the statuses a retry may change (401, 403, 407, 408, 429)."""
     handler = counting_handler(idempotency_store, status=status, store_4xx=policy)
     handler(ev.make_event(shape, key="k-1"), lambda_context)
     handler(ev.make_event(shape, key="k-1"), lambda_context)

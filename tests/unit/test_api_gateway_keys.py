@@ -192,21 +192,28 @@ def test_an_identified_caller_does_not_share_the_anonymous_scope(
     assert not is_replay(handler(ev.make_event(shape, key="k", caller=(source, "alice"))))
 
 
-def test_identity_sources_are_tried_in_order(idempotency_store: Any) -> None:
-    """The JWT ``sub`` wins over the IAM ARN: changing the ARN under the same sub replays."""
+@pytest.mark.parametrize("shape", ["apigateway-v1", "apigateway-v2", "function-url"])
+def test_the_cognito_identity_id_is_read_before_the_role_arn(
+    idempotency_store: Any, shape: str
+) -> None:
+    """Identity-pool users share one role ARN; their identity id tells them apart, and the same
+    identity under another role session replays."""
     handler = Handler(idempotency_store)
-    first = ev.make_event("apigateway-v1", key="k", caller=("sub", "alice"))
-    first["requestContext"]["identity"]["userArn"] = "arn:aws:iam::1:user/one"
-    handler(first)
-    second = ev.make_event("apigateway-v1", key="k", caller=("sub", "alice"))
-    second["requestContext"]["identity"]["userArn"] = "arn:aws:iam::1:user/two"
-    assert is_replay(handler(second))
+    alice = ev.make_event(shape, key="k", caller=("iam-cognito-identity", "us-east-1:alice"))
+    handler(alice)
+    bob = ev.make_event(shape, key="k", caller=("iam-cognito-identity", "us-east-1:bob"))
+    assert not is_replay(handler(bob))
+    again = ev.make_event(shape, key="k", caller=("iam-cognito-identity", "us-east-1:alice"))
+    holder = again["requestContext"]
+    iam = holder["identity"] if shape == "apigateway-v1" else holder["authorizer"]["iam"]
+    iam["userArn"] = iam["userArn"].replace("CognitoIdentityCredentials", "other-session")
+    assert is_replay(handler(again))
 
 
 def test_identity_sources_do_not_collide(idempotency_store: Any) -> None:
     """The same id from two sources (a sub and an API key id) names two scopes."""
     handler = Handler(idempotency_store)
-    handler(ev.make_event("apigateway-v1", key="k", caller=("sub", "same")))
+    handler(ev.make_event("apigateway-v1", key="k", caller=("cognito-user-pool", "same")))
     assert not is_replay(
         handler(ev.make_event("apigateway-v1", key="k", caller=("api-key", "same")))
     )

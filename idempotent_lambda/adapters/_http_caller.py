@@ -1,0 +1,268 @@
+"""Who sent a proxy request: the authenticated caller, read from fields the platform sets.
+
+A stored response must never reach another caller, so the caller is part of the key's scope.
+Each authenticated setup puts its identity somewhere else; the first setup whose authentication
+context is present in the event decides (an API method has one authorization type):
+
+==========================================  ===================================================
+setup                                       caller, first present of
+==========================================  ===================================================
+REST API IAM (also Cognito identity pools)  ``requestContext.identity.cognitoIdentityId``,
+                                            ``requestContext.identity.userArn``
+REST API Cognito user pool / JWT claims     ``requestContext.authorizer.claims``: ``sub``,
+                                            ``client_id``, ``azp``
+REST API Lambda authorizer                  ``requestContext.authorizer.principalId``
+HTTP API / Function URL IAM                 ``requestContext.authorizer.iam``:
+                                            ``cognitoIdentity.identityId``, ``userArn``,
+                                            ``userId``
+HTTP API JWT authorizer                     ``requestContext.authorizer.jwt.claims``: ``sub``,
+                                            ``client_id``, ``azp``
+HTTP API Lambda authorizer                  nothing: ``requestContext.authorizer.lambda`` holds
+                                            only the authorizer's own context; use ``caller=``
+mutual TLS                                  ``clientCert`` (``requestContext.authentication``,
+                                            or ``requestContext.identity`` on REST APIs):
+                                            ``issuerDN``, ``subjectDN`` and ``serialNumber``
+ALB authenticate-oidc / -cognito            the ``x-amzn-oidc-identity`` header, when the ALB
+                                            added its ``x-amzn-oidc-*`` headers
+REST API usage-plan key                     ``requestContext.identity.apiKeyId``
+==========================================  ===================================================
+
+An event that carries an authentication context from which no caller can be read raises
+`CallerUnknownError`: the adapter fails closed rather than share one scope between callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+from idempotent_lambda.adapters._http_event import MalformedEventError, Shape, family_of
+from idempotent_lambda.exceptions import IdempotencyConfigError
+
+#: ``(source, part, ...)``: the source tags the id, so one string from two sources never matches.
+Caller = tuple[str, ...]
+CallerOption = str | Callable[[Any], "str | None"] | None
+
+#: The values of ``caller_scope``.
+CALLER_SCOPES = ("caller", "shared")
+
+_JWT_CLAIMS = (("sub", "jwt"), ("client_id", "jwt-client"), ("azp", "jwt-azp"))
+#: What API Gateway adds beside an authorizer's context: not a sign of an authenticated caller.
+_NOT_IDENTITIES = frozenset({"integrationLatency"})
+_OIDC_HEADERS = ("x-amzn-oidc-data", "x-amzn-oidc-accesstoken", "x-amzn-oidc-identity")
+
+
+class CallerUnknownError(Exception):
+    """The request is authenticated, but no caller can be read from it.
+
+    Attributes:
+        field: Where the caller was expected (a path in the event; never its content).
+    """
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+class CallerPolicy:
+    """Derive the caller part of a request's scope, as ``idempotent_http`` was told to.
+
+    Args:
+        caller: A JMESPath expression evaluated on the raw event, or a callable taking the event;
+            either returns the caller's id (a string) or None to fall back to the platform's
+            fields. None: the platform's fields only.
+        caller_scope: ``"caller"`` (the default) scopes keys per caller and fails closed when an
+            authenticated request has no derivable caller; ``"shared"`` leaves the caller out of
+            the scope: every caller shares one key space.
+
+    Raises:
+        IdempotencyConfigError: ``caller`` is neither, or its expression does not compile;
+            ``caller_scope`` is not one of the two values.
+    """
+
+    def __init__(self, caller: CallerOption, caller_scope: str) -> None:
+        if caller_scope not in CALLER_SCOPES:
+            raise IdempotencyConfigError('caller_scope must be "caller" or "shared"')
+        if caller_scope == "shared" and caller is not None:
+            raise IdempotencyConfigError('caller= has no effect with caller_scope="shared"')
+        self.shared = caller_scope == "shared"
+        self._custom: Callable[[Any], Any] | None = None
+        if isinstance(caller, str):
+            try:
+                self._custom = jmespath.compile(caller).search
+            except JMESPathError as exc:
+                raise IdempotencyConfigError(
+                    f"caller is not a valid JMESPath expression: {exc}"
+                ) from None
+        elif callable(caller):
+            self._custom = caller
+        elif caller is not None:
+            raise IdempotencyConfigError(
+                "caller must be a JMESPath expression or a callable taking the event"
+            )
+
+    def derive(self, event: Mapping[str, Any]) -> Caller | None:
+        """Return the caller of ``event``; None when the request is not authenticated.
+
+        Raises:
+            CallerUnknownError: Authenticated, but no caller can be read.
+            MalformedEventError: A field the platform sets has the wrong type.
+        """
+        if self.shared:
+            return None
+        if self._custom is not None:
+            try:
+                found = self._custom(event)
+            except Exception as exc:  # the user's callable or expression: fail closed
+                raise CallerUnknownError(f"caller= (it raised {type(exc).__name__})") from None
+            if isinstance(found, str) and found:
+                return ("custom", found)
+            if isinstance(found, int) and not isinstance(found, bool):
+                return ("custom", str(found))
+            if found not in (None, ""):
+                raise CallerUnknownError(f"caller= (it returned a {type(found).__name__})")
+        return platform_caller(event)
+
+
+def platform_caller(event: Mapping[str, Any]) -> Caller | None:
+    """Return the caller from the fields the platform sets; None when not authenticated.
+
+    Raises:
+        CallerUnknownError: An authentication context is present, but no caller in it.
+        MalformedEventError: A field the platform sets has the wrong type.
+    """
+    if family_of(event).shape is Shape.ALB:
+        return _alb_caller(event)
+    context = event.get("requestContext")
+    if not isinstance(context, Mapping):
+        return None
+    identity = _mapping(context, "identity")
+    authorizer = _mapping(context, "authorizer")
+    for derive in (_iam_v1, _iam_v2, _jwt, _lambda_authorizer, _client_cert):
+        caller = derive(context, identity, authorizer)
+        if caller is not None:
+            return caller
+    api_key = _text(identity, "apiKeyId", "requestContext.identity.apiKeyId")
+    return None if api_key is None else ("api-key", api_key)
+
+
+def _iam_v1(context: Any, identity: Mapping[str, Any], authorizer: Any) -> Caller | None:
+    """REST API ``AWS_IAM``: identity pool id first (its users share one role ARN)."""
+    where = "requestContext.identity"
+    cognito = _text(identity, "cognitoIdentityId", f"{where}.cognitoIdentityId")
+    if cognito is not None:
+        return ("cognito-identity", cognito)
+    arn = _text(identity, "userArn", f"{where}.userArn")
+    if arn is not None:
+        return ("iam", arn)
+    signed = any(_text(identity, name, where) for name in ("accessKey", "caller", "user"))
+    if signed:
+        raise CallerUnknownError(f"{where}.userArn")
+    return None
+
+
+def _iam_v2(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """HTTP API / Function URL ``AWS_IAM``: identity pool id, role or user ARN, user id."""
+    if not isinstance(authorizer.get("iam"), Mapping):
+        return None
+    where = "requestContext.authorizer.iam"
+    iam = _mapping(authorizer, "iam")
+    cognito = _mapping(iam, "cognitoIdentity")
+    found = _text(cognito, "identityId", f"{where}.cognitoIdentity.identityId")
+    if found is not None:
+        return ("cognito-identity", found)
+    for name, source in (("userArn", "iam"), ("userId", "iam-user-id")):
+        found = _text(iam, name, f"{where}.{name}")
+        if found is not None:
+            return (source, found)
+    raise CallerUnknownError(f"{where}.userArn")
+
+
+def _jwt(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """Cognito user pool (REST ``claims``) and JWT authorizers (``jwt.claims``)."""
+    if isinstance(authorizer.get("claims"), Mapping):
+        where, claims = "requestContext.authorizer.claims", _mapping(authorizer, "claims")
+    elif isinstance(authorizer.get("jwt"), Mapping):
+        where = "requestContext.authorizer.jwt.claims"
+        claims = _mapping(_mapping(authorizer, "jwt"), "claims")
+    else:
+        return None
+    for claim, source in _JWT_CLAIMS:
+        found = _text(claims, claim, f"{where}.{claim}")
+        if found is not None:
+            return (source, found)
+    raise CallerUnknownError(f"{where}.sub")
+
+
+def _lambda_authorizer(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """Lambda authorizers: REST API ones name a ``principalId``; HTTP API ones name nobody."""
+    principal = _text(authorizer, "principalId", "requestContext.authorizer.principalId")
+    if principal is not None:
+        return ("principal", principal)
+    if "lambda" in authorizer:
+        raise CallerUnknownError("requestContext.authorizer.lambda")
+    named = (v for k, v in authorizer.items() if k not in _NOT_IDENTITIES)
+    if any(value not in (None, "") for value in named):
+        raise CallerUnknownError("requestContext.authorizer.principalId")
+    return None
+
+
+def _client_cert(context: Any, identity: Mapping[str, Any], authorizer: Any) -> Caller | None:
+    """Mutual TLS: the certificate's issuer, subject and serial number."""
+    holders = (("authentication", _mapping(context, "authentication")), ("identity", identity))
+    for parent, holder in holders:
+        if holder.get("clientCert") is None:
+            continue
+        where = f"requestContext.{parent}.clientCert"
+        cert = _mapping(holder, "clientCert")
+        subject = _text(cert, "subjectDN", f"{where}.subjectDN")
+        serial = _text(cert, "serialNumber", f"{where}.serialNumber")
+        if subject is None or serial is None:
+            missing = "subjectDN" if subject is None else "serialNumber"
+            raise CallerUnknownError(f"{where}.{missing}")
+        issuer = _text(cert, "issuerDN", f"{where}.issuerDN") or ""
+        return ("client-cert", issuer, subject, serial)
+    return None
+
+
+def _alb_caller(event: Mapping[str, Any]) -> Caller | None:
+    """ALB authenticate-oidc / authenticate-cognito: the ``x-amzn-oidc-identity`` header."""
+    values: dict[str, set[str]] = {name: set() for name in _OIDC_HEADERS}
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if not isinstance(headers, Mapping):
+            continue
+        for name, value in headers.items():
+            lowered = name.lower() if isinstance(name, str) else None
+            if lowered in values:
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, str) and item:
+                        values[lowered].add(item)
+    identity = values["x-amzn-oidc-identity"]
+    if len(identity) == 1:
+        return ("oidc", next(iter(identity)))
+    if identity or any(values.values()):  # repeated, or the ALB's other headers without it
+        raise CallerUnknownError("the x-amzn-oidc-identity header")
+    return None
+
+
+def _mapping(parent: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = parent.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedEventError(f"an identity field of requestContext ({name}) is not an object")
+    return value
+
+
+def _text(parent: Mapping[str, Any], name: str, where: str) -> str | None:
+    """Return the non-empty string (or integer) at ``name``; None when absent or empty."""
+    value = parent.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise MalformedEventError(f"a caller identity in requestContext is not a string: {where}")
+    return str(value)
