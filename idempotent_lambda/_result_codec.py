@@ -167,8 +167,7 @@ def _dict_form(convert: Any, value: Any) -> Any:
         raise
     except Exception as exc:
         raise IdempotencyUnstorableResultError(
-            f"cannot convert a {type(value).__name__} result to its dict form: "
-            f"{type(exc).__name__}"
+            f"cannot convert a {type(value).__name__} result to its dict form: {type(exc).__name__}"
         ) from exc
 
 

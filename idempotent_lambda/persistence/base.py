@@ -1,14 +1,28 @@
-"""The store Protocol every persistence layer implements, and the rules they share."""
+"""The store Protocol every persistence layer implements, and the rules they share.
+
+Powertools' names at this path are here too: `BasePersistenceLayer`, the base class of stores
+written against Powertools' contract (see `idempotent_lambda.persistence._powertools_layer`),
+and `DataRecord`.
+"""
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 from idempotent_lambda.record import IdempotencyRecord, Status
+
+if TYPE_CHECKING:  # re-exported (explicitly, for mypy); imported on first use by __getattr__
+    from idempotent_lambda.persistence._powertools_layer import (
+        BasePersistenceLayer as BasePersistenceLayer,  # noqa: PLC0414
+    )
+    from idempotent_lambda.persistence.datarecord import (
+        STATUS_CONSTANTS as STATUS_CONSTANTS,  # noqa: PLC0414
+    )
+    from idempotent_lambda.persistence.datarecord import DataRecord as DataRecord  # noqa: PLC0414
 
 #: DynamoDB's item size limit is 400 KB including attribute names and the other attributes;
 #: what remains for the result after a generous allowance for those.
@@ -149,3 +163,16 @@ def decode_stored_data(stored: str | bytes) -> str:
     if isinstance(stored, str):
         return stored
     return zlib.decompress(stored).decode("utf-8", "surrogatepass")
+
+
+def __getattr__(name: str) -> Any:
+    # Powertools' names at Powertools' path, imported on first use: their module builds on this one.
+    if name == "BasePersistenceLayer":
+        from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
+
+        return BasePersistenceLayer
+    if name in {"DataRecord", "STATUS_CONSTANTS"}:
+        from idempotent_lambda.persistence import datarecord
+
+        return getattr(datarecord, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

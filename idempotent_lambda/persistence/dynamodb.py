@@ -12,17 +12,22 @@ from typing import TYPE_CHECKING, Any, cast
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
     IdempotencyError,
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyItemNotFoundError,
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
+    IdempotencyValidationError,
 )
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
+from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._s3_offload import LargeResults, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
     TransactItem,
 )
+from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
@@ -151,6 +156,20 @@ class DynamoDBPersistenceLayer:
         self._boto3_session = boto3_session
         self._client: DynamoDBClient | None = boto3_client
         self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The ``dynamodb`` client, built on first use.
+
+        Assigning it replaces the client for every later request: Powertools' documented way to
+        point a test at DynamoDB Local or a stub (``persistence_layer.client = stub``).
+        """
+        return self._get_client()
+
+    @client.setter
+    def client(self, client: DynamoDBClient) -> None:
+        with self._client_lock:
+            self._client = client
 
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
@@ -394,3 +413,15 @@ def _botocore_error_code(exc: Exception) -> str | None:
     if isinstance(exc, (BotoCoreError, Boto3Error)):
         return type(exc).__name__
     return None
+
+
+# Powertools' module keeps these names here too; a literal import swap finds them.
+__all__ = [
+    "STATUS_CONSTANTS",
+    "BasePersistenceLayer",
+    "DataRecord",
+    "DynamoDBPersistenceLayer",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyItemNotFoundError",
+    "IdempotencyValidationError",
+]
