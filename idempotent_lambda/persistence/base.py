@@ -12,7 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
-from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+from idempotent_lambda.exceptions import (
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyKeyError,
+    IdempotencyUnstorableResultError,
+    IdempotencyValidationError,
+)
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:  # re-exported (explicitly, for mypy); imported on first use by __getattr__
@@ -163,6 +168,26 @@ def decode_stored_data(stored: str | bytes) -> str:
     if isinstance(stored, str):
         return stored
     return zlib.decompress(stored).decode("utf-8", "surrogatepass")
+
+
+__all__ = [
+    "DEFAULT_COMPRESSION_THRESHOLD_BYTES",
+    "MAX_STORED_DATA_BYTES",
+    "MAX_TRANSACTION_WRITES",
+    "STATUS_CONSTANTS",
+    "BasePersistenceLayer",
+    "ClaimOutcome",
+    "DataRecord",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyKeyError",
+    "IdempotencyValidationError",
+    "PersistenceStore",
+    "TransactItem",
+    "TransactionalStore",
+    "claim_allowed",
+    "decode_stored_data",
+    "encode_stored_data",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,7 @@ from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
     BaseIdempotencySerializer,
 )
+from idempotent_lambda.serialization.functions import get_actual_type
 
 DataClass = Any
 
@@ -65,4 +66,7 @@ def _has_dataclass(tp: Any) -> bool:
     return is_dataclass_type(tp) or any(_has_dataclass(arg) for arg in typing.get_args(tp))
 
 
-__all__ = ["DataclassSerializer"]
+__all__ = [
+    "DataclassSerializer",
+    "get_actual_type",
+]

@@ -17,6 +17,7 @@ from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
     BaseIdempotencySerializer,
 )
+from idempotent_lambda.serialization.functions import get_actual_type
 
 
 class PydanticSerializer(BaseIdempotencyModelSerializer):
@@ -64,4 +65,7 @@ def _has_model(tp: Any) -> bool:
     return is_pydantic_type(tp) or any(_has_model(arg) for arg in typing.get_args(tp))
 
 
-__all__ = ["PydanticSerializer"]
+__all__ = [
+    "PydanticSerializer",
+    "get_actual_type",
+]
