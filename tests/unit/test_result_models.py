@@ -128,7 +128,7 @@ def test_no_annotation_stores_the_dict_form_and_replays_dicts() -> None:
     """Without annotation or serializer a dataclass result is stored (as Powertools stores it)."""
     store = InMemoryPersistenceLayer()
 
-    def plain(payload):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    def plain(payload):  # type: ignore[no-untyped-def]
         return {"order": ORDER, "invoices": [Invoice(invoice_id=1, amount=decimal.Decimal("1"))]}
 
     first, replay, runs = _twice(_decorate(store, plain), 1)
@@ -194,7 +194,7 @@ def test_model_serializer_errors_are_config_errors() -> None:
     """No annotation, or no model in it, fails at decoration time with Powertools' names."""
     store = InMemoryPersistenceLayer()
 
-    def untyped(payload):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    def untyped(payload):  # type: ignore[no-untyped-def]
         return None
 
     def wrong(payload: int) -> dict[str, int]:
