@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _UNIONS = (typing.Union, types.UnionType)
-_SEQUENCES = (list, tuple, set, frozenset, Sequence, typing.Sequence, typing.List, typing.Tuple)  # noqa: UP006
-_MAPPINGS = (dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
+# typing.List[X] and friends report the builtin or collections.abc class as their origin.
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+_MAPPINGS = (dict, Mapping)
 
 
 def is_dataclass_type(tp: Any) -> bool:
@@ -58,7 +59,7 @@ def rebuild(tp: Any, data: Any) -> Any:
     if origin in _MAPPINGS and len(args) == 2 and isinstance(data, dict):
         return {key: rebuild(args[1], value) for key, value in data.items()}
     if origin in _SEQUENCES and args and isinstance(data, list | tuple | set | frozenset):
-        if origin in (tuple, typing.Tuple) and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: UP006
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             items = [rebuild(arg, item) for arg, item in zip(args, data, strict=False)]
         else:
             items = [rebuild(args[0], item) for item in data]
