@@ -21,6 +21,14 @@ import pytest
 from idempotent_lambda._table_setup import create_idempotency_table
 
 TableFactory = Callable[..., str]
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests here ``integration``: most talk to moto's server on 127.0.0.1."""
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)
