@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         IdempotencyUnstorableResultError,
         IdempotencyValidationError,
     )
-    from idempotent_lambda.persistence.base import PersistenceStore
+    from idempotent_lambda.hook import IdempotentHookFunction
+    from idempotent_lambda.persistence.base import BasePersistenceLayer, PersistenceStore
     from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
     from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
     from idempotent_lambda.record import IdempotencyRecord, Status
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 
 _EXCEPTIONS = "idempotent_lambda.exceptions"
 _WHERE = {
+    "BasePersistenceLayer": "idempotent_lambda.persistence.base",
     "Decision": "idempotent_lambda._observability",
     "DynamoDBPersistenceLayer": "idempotent_lambda.persistence.dynamodb",
     "IdempotencyAlreadyInProgressError": _EXCEPTIONS,
@@ -50,6 +52,7 @@ _WHERE = {
     "IdempotencyRecord": "idempotent_lambda.record",
     "IdempotencyUnstorableResultError": _EXCEPTIONS,
     "IdempotencyValidationError": _EXCEPTIONS,
+    "IdempotentHookFunction": "idempotent_lambda.hook",
     "InMemoryPersistenceLayer": "idempotent_lambda.persistence.in_memory",
     "Outcome": "idempotent_lambda._observability",
     "PersistenceStore": "idempotent_lambda.persistence.base",
@@ -59,6 +62,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "BasePersistenceLayer",
     "Decision",
     "DynamoDBPersistenceLayer",
     "IdempotencyAlreadyInProgressError",
@@ -71,6 +75,7 @@ __all__ = [
     "IdempotencyRecord",
     "IdempotencyUnstorableResultError",
     "IdempotencyValidationError",
+    "IdempotentHookFunction",
     "InMemoryPersistenceLayer",
     "Outcome",
     "PersistenceStore",

@@ -15,11 +15,16 @@ key starts with ``$``::
 
 Everything else — ``{}``, ``[]``, ``0``, ``False``, ``""``, ``None``, nesting — is plain JSON, so
 falsy results replay as themselves and not as ``None``.
+
+Dataclass and pydantic instances, wherever they are in a result, are stored in their dict form
+(``dataclasses.asdict``, ``model_dump(mode="json")``), as Powertools stores them; what is rebuilt
+into instances on replay is the serializer's business (`idempotent_lambda.serialization`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import decimal
 import json
 import math
@@ -138,10 +143,28 @@ def _wrap(value: Any) -> Any:
         return {"$set": [_wrap(item) for item in value]}
     if isinstance(value, bytes | bytearray):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if not isinstance(value, type):
+        if dataclasses.is_dataclass(value):
+            return _wrap(_dict_form(dataclasses.asdict, value))
+        dump = getattr(value, "model_dump", None)
+        if callable(dump):
+            return _wrap(_dict_form(lambda _: dump(mode="json"), value))
     raise IdempotencyUnstorableResultError(
         f"cannot store a result of type {type(value).__name__}; "
         "return JSON-like data or pass an output_serializer"
     )
+
+
+def _dict_form(convert: Any, value: Any) -> Any:
+    """Return a model's dict form; a model that cannot be converted is unstorable."""
+    try:
+        return convert(value)
+    except RecursionError:
+        raise
+    except Exception as exc:
+        raise IdempotencyUnstorableResultError(
+            f"cannot convert a {type(value).__name__} result to its dict form: {type(exc).__name__}"
+        ) from exc
 
 
 def _unwrap(obj: dict[str, Any]) -> Any:

@@ -4,15 +4,28 @@ Every error the library raises on its own account derives from `IdempotencyError
 
     IdempotencyError
     ├── IdempotencyConfigError              bad configuration, raised at decoration/construction
+    │   ├── IdempotencyModelTypeError              a serializer's model is not what it takes
+    │   └── IdempotencyNoSerializationModelError   a serializer class got no model
     ├── IdempotencyKeyError                 key required but absent, or key material not hashable
     ├── IdempotencyValidationError          same key, different validated payload
     ├── IdempotencyAlreadyInProgressError   another invocation holds the key right now
     ├── IdempotencyPersistenceLayerError    the store failed; the store's error is ``__cause__``
+    │   ├── IdempotencyItemAlreadyExistsError      Powertools' names, for stores and except
+    │   ├── IdempotencyItemNotFoundError           clauses written against Powertools
+    │   ├── IdempotencyInconsistentStateError
+    │   ├── IdempotencyInvalidStatusError
+    │   ├── IdempotencyPersistenceConnectionError
+    │   ├── IdempotencyPersistenceConsistencyError
+    │   └── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
     └── IdempotencyTransactionError         business writes cannot commit with the record
         └── IdempotencyTransactionConflictError   a business write's condition failed
 
 Exceptions raised by the decorated function itself are never wrapped: they propagate unchanged.
+
+Every exception class of Powertools' ``idempotency.exceptions`` exists here under its name, placed
+so that an ``except`` clause written for Powertools still catches what it meant to; Powertools'
+common base ``BaseError`` is `IdempotencyError`.
 """
 
 from __future__ import annotations
@@ -117,12 +130,72 @@ class IdempotencyTransactionConflictError(IdempotencyTransactionError):
         return tuple(reason for reason in self.reasons if reason.failed)
 
 
+class IdempotencyModelTypeError(IdempotencyConfigError):
+    """A serializer was given a model type it cannot handle (Powertools' name)."""
+
+
+class IdempotencyNoSerializationModelError(IdempotencyConfigError):
+    """A model serializer class was given no model: the function has no return annotation."""
+
+
+class IdempotencyItemAlreadyExistsError(IdempotencyPersistenceLayerError):
+    """A live record already holds the key (raised by a store's ``_put_record``).
+
+    Part of the `idempotent_lambda.persistence.base.BasePersistenceLayer` contract; the library
+    turns it into a replay or an in-progress answer and never lets it reach the caller.
+
+    Attributes:
+        old_data_record: The record that blocked the write, when the store has it at hand.
+    """
+
+    def __init__(self, *args: object, old_data_record: Any = None) -> None:
+        super().__init__(*args)
+        self.old_data_record = old_data_record
+
+
+class IdempotencyItemNotFoundError(IdempotencyPersistenceLayerError):
+    """No record holds the key (raised by a store's ``_get_record``)."""
+
+
+class IdempotencyInconsistentStateError(IdempotencyPersistenceLayerError):
+    """The store's answers contradict each other (a record vanished or expired between them)."""
+
+
+class IdempotencyInvalidStatusError(IdempotencyPersistenceLayerError):
+    """A stored record has a status that is not one of the known ones (a corrupt record)."""
+
+
+class IdempotencyPersistenceConnectionError(IdempotencyPersistenceLayerError):
+    """The store could not be reached."""
+
+
+class IdempotencyPersistenceConsistencyError(IdempotencyPersistenceLayerError):
+    """The store cannot give the consistency the lifecycle needs."""
+
+
+class IdempotencyPersistenceConfigError(IdempotencyPersistenceLayerError, IdempotencyConfigError):
+    """A store was configured with options it does not support (caught as either parent)."""
+
+
+BaseError = IdempotencyError
+"""Powertools' name for the base class of its idempotency errors."""
+
 __all__ = [
+    "BaseError",
     "CancellationReason",
     "IdempotencyAlreadyInProgressError",
     "IdempotencyConfigError",
     "IdempotencyError",
+    "IdempotencyInconsistentStateError",
+    "IdempotencyInvalidStatusError",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyItemNotFoundError",
     "IdempotencyKeyError",
+    "IdempotencyModelTypeError",
+    "IdempotencyNoSerializationModelError",
+    "IdempotencyPersistenceConfigError",
+    "IdempotencyPersistenceConnectionError",
+    "IdempotencyPersistenceConsistencyError",
     "IdempotencyPersistenceLayerError",
     "IdempotencyTransactionConflictError",
     "IdempotencyTransactionError",

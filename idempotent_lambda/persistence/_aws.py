@@ -113,6 +113,11 @@ class LazyClient(Generic[ClientT]):
                 client = self._client
         return client
 
+    def set(self, client: ClientT) -> None:
+        """Replace the client for every later request (a test's stub or a local endpoint)."""
+        with self._lock:
+            self._client = client
+
 
 def error_code(exc: BaseException) -> str | None:
     """Return the error code of a botocore/boto3 exception; None for any other exception."""

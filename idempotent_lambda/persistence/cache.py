@@ -7,18 +7,12 @@ it takes a redis-py or valkey-py client, valkey-glide's synchronous client (pack
 
 from __future__ import annotations
 
-from typing import TypeAlias
-
 from idempotent_lambda.persistence.redis import (
+    CacheClientProtocol,
+    CacheConnection,
+    CachePersistenceLayer,
     GlideClientProtocol,
-    RedisCachePersistenceLayer,
-    RedisClientProtocol,
-    RedisConnection,
 )
-
-CachePersistenceLayer: TypeAlias = RedisCachePersistenceLayer
-CacheClientProtocol: TypeAlias = RedisClientProtocol
-CacheConnection: TypeAlias = RedisConnection
 
 __all__ = [
     "CacheClientProtocol",

@@ -10,20 +10,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyItemNotFoundError,
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
+    IdempotencyValidationError,
 )
 from idempotent_lambda.persistence import _dynamodb_operator as operator
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
 from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
+from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._s3_offload import LargeResults, account_of, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
     TransactItem,
 )
+from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
@@ -160,6 +165,19 @@ class DynamoDBPersistenceLayer:
             boto_config=boto_config,
             defaults=DYNAMODB_DEFAULTS,
         )
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The ``dynamodb`` client, built on first use.
+
+        Assigning it replaces the client for every later request: Powertools' documented way to
+        point a test at DynamoDB Local or a stub (``persistence_layer.client = stub``).
+        """
+        return self._get_client()
+
+    @client.setter
+    def client(self, client: DynamoDBClient) -> None:
+        self._client.set(client)
 
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
@@ -407,3 +425,15 @@ class DynamoDBPersistenceLayer:
     def _get_client(self) -> DynamoDBClient:
         """Return the client, building it on first use."""
         return self._client.get()
+
+
+# Powertools' module keeps these names here too; a literal import swap finds them.
+__all__ = [
+    "STATUS_CONSTANTS",
+    "BasePersistenceLayer",
+    "DataRecord",
+    "DynamoDBPersistenceLayer",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyItemNotFoundError",
+    "IdempotencyValidationError",
+]

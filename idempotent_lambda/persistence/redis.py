@@ -12,8 +12,16 @@ import threading
 from typing import Any, Literal, Protocol
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
-from idempotent_lambda.exceptions import IdempotencyConfigError
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyItemNotFoundError,
+    IdempotencyPersistenceConfigError,
+    IdempotencyPersistenceConnectionError,
+    IdempotencyPersistenceConsistencyError,
+)
 from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._redis_client import (
     Arg,
     Commands,
@@ -28,6 +36,7 @@ from idempotent_lambda.persistence.base import (
     ClaimOutcome,
     encode_stored_data,
 )
+from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.record import IdempotencyRecord
 
 Mode = Literal["standalone", "cluster"]
@@ -82,7 +91,9 @@ class RedisConnection:
         ssl: bool = True,
     ) -> None:
         if mode not in ("standalone", "cluster"):
-            raise IdempotencyConfigError(f"mode must be 'standalone' or 'cluster', not {mode!r}")
+            raise IdempotencyPersistenceConfigError(
+                f"mode must be 'standalone' or 'cluster', not {mode!r}"
+            )
         self.url, self.host, self.port, self.mode, self.ssl = url, host, port, mode, ssl
         self.username, self.password, self.db_index = username, password, db_index
 
@@ -295,3 +306,27 @@ class RedisCachePersistenceLayer:
                     self._commands = commands_for(self._client)
                 commands = self._commands
         return commands
+
+
+CachePersistenceLayer = RedisCachePersistenceLayer
+"""Powertools' newer name for the same store."""
+CacheClientProtocol = RedisClientProtocol
+CacheConnection = RedisConnection
+
+# Powertools' module holds these names too, so a literal import swap finds them here.
+__all__ = [
+    "STATUS_CONSTANTS",
+    "BasePersistenceLayer",
+    "CacheClientProtocol",
+    "CacheConnection",
+    "CachePersistenceLayer",
+    "DataRecord",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyItemNotFoundError",
+    "IdempotencyPersistenceConfigError",
+    "IdempotencyPersistenceConnectionError",
+    "IdempotencyPersistenceConsistencyError",
+    "RedisCachePersistenceLayer",
+    "RedisClientProtocol",
+    "RedisConnection",
+]

@@ -187,6 +187,7 @@ def test_record_exposes_powertools_data_record_names() -> None:
 def test_public_api_is_pinned() -> None:
     """``idempotent_lambda.__all__`` is exactly the documented public surface, sorted."""
     expected = [
+        "BasePersistenceLayer",
         "Decision",
         "DynamoDBPersistenceLayer",
         "IdempotencyAlreadyInProgressError",
@@ -199,6 +200,7 @@ def test_public_api_is_pinned() -> None:
         "IdempotencyRecord",
         "IdempotencyUnstorableResultError",
         "IdempotencyValidationError",
+        "IdempotentHookFunction",
         "InMemoryPersistenceLayer",
         "Outcome",
         "PersistenceStore",

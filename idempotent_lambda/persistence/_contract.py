@@ -1,0 +1,169 @@
+"""The store Protocol every persistence layer implements, and the rules they share."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from idempotent_lambda._clock import Clock
+from idempotent_lambda._limits import bounded_inflate
+from idempotent_lambda.exceptions import (
+    IdempotencyTransactionError,
+    IdempotencyUnstorableResultError,
+)
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+#: DynamoDB's item size limit is 400 KB including attribute names and the other attributes;
+#: what remains for the result after a generous allowance for those.
+MAX_STORED_DATA_BYTES = 400 * 1024 - 4 * 1024
+#: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
+DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
+#: DynamoDB's ``TransactWriteItems`` takes at most 100 items; one is the idempotency record.
+MAX_TRANSACTION_WRITES = 99
+
+TransactItem = Mapping[str, Any]
+"""One business write in DynamoDB's low-level form: ``{"Put": {"TableName": ..., "Item": ...}}``."""
+
+
+class ClaimOutcome(NamedTuple):
+    """What a claim did (a named tuple: built on every claim, so it is the cheapest immutable).
+
+    Attributes:
+        claimed: True when this claim now owns the key.
+        previous: The record that was there: the one that blocked the claim when ``claimed`` is
+            False, or the expired/abandoned one that was replaced when it is True.
+    """
+
+    claimed: bool
+    previous: IdempotencyRecord | None
+
+
+@runtime_checkable
+class PersistenceStore(Protocol):
+    """A place to keep idempotency records, with the conditional writes the lifecycle needs.
+
+    Every method is one round trip to the backing store at most.
+    """
+
+    clock: Clock
+
+    def claim(
+        self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
+    ) -> ClaimOutcome:
+        """Write ``record`` (IN_PROGRESS) unless a live record holds its key.
+
+        The write succeeds when there is no record, when the record's expiration (epoch seconds)
+        is before ``now_ms // 1000``, or when it is IN_PROGRESS with a lease that ended before
+        ``lease_cutoff_ms``. Otherwise nothing is written and the blocking record is returned.
+        """
+        ...
+
+    def complete(self, record: IdempotencyRecord) -> bool:
+        """Replace the caller's IN_PROGRESS record with ``record`` (COMPLETED).
+
+        Conditional on the stored record being IN_PROGRESS and owned by ``record.owner``.
+
+        Returns:
+            False when the condition failed: the caller's lease was taken over.
+
+        Raises:
+            IdempotencyUnstorableResultError: The result does not fit in an item.
+        """
+        ...
+
+    def release(self, idempotency_key: str, owner: str) -> bool:
+        """Delete the caller's IN_PROGRESS record so the next attempt runs again.
+
+        Returns:
+            False when the record is no longer IN_PROGRESS under ``owner``.
+        """
+        ...
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read a record with strong consistency; None when there is none."""
+        ...
+
+
+@runtime_checkable
+class TransactionalStore(PersistenceStore, Protocol):
+    """A store that can commit business writes atomically with the COMPLETED record.
+
+    The optional capability behind `idempotent_lambda.transaction.current_transaction`.
+    """
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
+        """Complete ``record`` and apply ``writes`` in one atomic step: all of them, or none.
+
+        The record's write is conditional as in `PersistenceStore.complete`.
+
+        Returns:
+            False when that condition failed (the lease was taken over): nothing was written.
+
+        Raises:
+            IdempotencyTransactionConflictError: A business write's condition failed.
+            IdempotencyTransactionError: The writes are invalid.
+            IdempotencyUnstorableResultError: The result does not fit in an item.
+        """
+        ...
+
+    def write_transaction(self, writes: Sequence[TransactItem]) -> None:
+        """Apply ``writes`` atomically, without a record (idempotency off or no key).
+
+        Raises:
+            IdempotencyTransactionConflictError: A write's condition failed.
+            IdempotencyTransactionError: The writes are invalid.
+        """
+        ...
+
+
+def transactional(store: object) -> TransactionalStore:
+    """Return ``store`` typed as a `TransactionalStore`, after checking that it is one.
+
+    Raises:
+        IdempotencyTransactionError: The store cannot commit business writes (transactions
+            refuse to queue writes on such a store, so this guards against a broken store).
+    """
+    if not isinstance(store, TransactionalStore):
+        raise IdempotencyTransactionError(
+            f"{type(store).__name__} cannot commit business writes with the record"
+        )
+    return store
+
+
+def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:
+    """Decide a claim the way the DynamoDB condition expression does (the reference rule)."""
+    if existing is None or existing.expired_at(now_ms):
+        return True
+    return (
+        existing.status is Status.IN_PROGRESS
+        and existing.in_progress_expiry_timestamp is not None
+        and existing.in_progress_expiry_timestamp < lease_cutoff_ms
+    )
+
+
+def encode_stored_data(
+    data: str, *, compression_threshold: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES
+) -> str | bytes:
+    """Return the form a result is stored in: the text, or zlib bytes above the threshold.
+
+    Raises:
+        IdempotencyUnstorableResultError: Still larger than an item can hold once compressed.
+    """
+    raw = data.encode("utf-8", "surrogatepass")
+    if len(raw) <= compression_threshold:
+        return data
+    packed = zlib.compress(raw, 6)
+    if len(packed) > MAX_STORED_DATA_BYTES:
+        raise IdempotencyUnstorableResultError(
+            f"result is {len(packed)} bytes after zlib compression; "
+            f"an item holds at most {MAX_STORED_DATA_BYTES}"
+        )
+    return packed
+
+
+def decode_stored_data(stored: str | bytes) -> str:
+    """Invert `encode_stored_data`."""
+    if isinstance(stored, str):
+        return stored
+    return bounded_inflate(stored).decode("utf-8", "surrogatepass")
