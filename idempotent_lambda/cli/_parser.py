@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from idempotent_lambda import __version__
 from idempotent_lambda.cli._connection import add_connection_options, add_schema_options
 
 Command = Callable[[argparse.Namespace], int]
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
     _add_records(commands)
     _add_key(commands)
