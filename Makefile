@@ -54,11 +54,12 @@ test: lint typecheck docs-check package-check
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
 docs: $(DOCS_STAMP)
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 docs-check: $(DOCS_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
-	$(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && echo "mkdocs build --strict: ok"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
+	echo "mkdocs build --strict: ok"
 
 # The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
 # by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated

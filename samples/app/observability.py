@@ -23,6 +23,4 @@ metrics = Metrics()
 
 def idempotency_config(**options: Any) -> IdempotencyConfig:
     """Return an `IdempotencyConfig` with ``options`` that logs and counts through Powertools."""
-    return IdempotencyConfig(
-        logger=logger, decision_hook=PowertoolsMetricsHook(metrics), **options
-    )
+    return IdempotencyConfig(logger=logger, decision_hook=PowertoolsMetricsHook(metrics), **options)
