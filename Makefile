@@ -92,7 +92,7 @@ $(SAM_STAMP): samples/requirements-sam.txt
 	touch $(SAM_STAMP)
 
 template-check: $(SAM_STAMP)
-	$(SAM_ENV) $(SAM_VENV)/bin/cfn-lint template.yaml
+	$(SAM_ENV) $(SAM_VENV)/bin/cfn-lint --include-checks I -- template.yaml
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region us-east-1
 	@build=$$(mktemp -d) && trap 'rm -rf "$$build"' EXIT && echo "sam build (into $$build)" && \
 	if $(SAM_ENV) $(SAM_VENV)/bin/sam build --template-file template.yaml --region us-east-1 \
