@@ -379,3 +379,12 @@ def test_readme_example_is_the_tested_one() -> None:
     python = [lines for language, lines in fenced_blocks(readme) if language == "python"]
     example = (EXAMPLES / "getting_started" / "first_handler.py").read_text(encoding="utf-8")
     assert [example.rstrip("\n").splitlines()] == python
+
+
+def test_readme_is_short_and_its_links_work_off_the_repository() -> None:
+    """The package index shows the README alone: a screen or two, every link absolute."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 200
+    targets = re.findall(r"\]\(([^)]+)\)", readme)
+    assert targets
+    assert all(target.startswith("https://") for target in targets), targets
