@@ -10,6 +10,7 @@ the end hold every fenced Python block of the docs to that, and the README's one
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import inspect
 import json
@@ -306,8 +307,10 @@ def test_example_runs(relative: str, aws: str, capsys: pytest.CaptureFixture[str
     """The example's handler runs once per key and replays, against moto."""
     runner = RUNNERS[relative]
     extra = {"aws": aws, "capsys": capsys}
-    wanted = list(inspect.signature(runner).parameters)[1:]
-    runner(load_example(relative), **{name: extra[name] for name in wanted})
+    wanted = {name: extra[name] for name in list(inspect.signature(runner).parameters)[1:]}
+    # In a copied context: a context the example registers (register_lambda_context) stays
+    # with it, as it stays with one invocation in Lambda, instead of reaching later tests.
+    contextvars.copy_context().run(runner, load_example(relative), **wanted)
 
 
 @pytest.mark.parametrize("relative", TEST_MODULES)
