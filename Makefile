@@ -1,19 +1,42 @@
 # The README's quick start: `make demo` runs the sample scenario, `make test` runs every check.
-# Both create (or reuse) .venv and install what they need, so a fresh machine with Python 3.11 works.
+# Both create (or reuse) .venv and install only what they need (demo: the package, moto, the
+# sample's dependencies), so a fresh machine with Python 3.11 works.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One stamp per set of tools, so `make demo` installs only what the demo needs. The sets are
+# PEP 735 dependency groups in pyproject.toml (`pip install --group`, pip >= 25.1: the venv's pip
+# is upgraded first).
+BASE_STAMP := $(VENV)/.base
+DEMO_STAMP := $(VENV)/.demo
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs
+RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean docs docs-check package-check
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BASE_STAMP)
+
+$(DEMO_STAMP): pyproject.toml | $(BASE_STAMP)
+	$(BIN)/pip install --quiet -e . --group demo
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(BASE_STAMP)
+	$(BIN)/pip install --quiet -e . --group dev
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(DOCS_STAMP): pyproject.toml | $(BASE_STAMP)
+	$(BIN)/pip install --quiet -e . --group docs
+	touch $(DOCS_STAMP)
+
+$(RELEASE_STAMP): pyproject.toml | $(BASE_STAMP)
+	$(BIN)/pip install --quiet --group release
+	touch $(RELEASE_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m samples.demo $(if $(HANDLER),--handler $(HANDLER)) $(if $(EVENT),--event $(EVENT)) $(ARGS)
 
 lint: $(STAMP)
@@ -23,13 +46,32 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict idempotent_lambda
 
-test: lint typecheck
+test: lint typecheck docs-check package-check
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
 
+# The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
+# builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-check: $(DOCS_STAMP)
+	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
+	echo "mkdocs build --strict: ok"
+
+# The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
+# by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated
+# handler and the CLI (scripts/check_dist.py).
+package-check: $(RELEASE_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist . >/dev/null
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python scripts/check_dist.py dist
+
 bench: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/pip install --quiet --group bench
 	$(BIN)/python -m benchmarks.run
 
 # template.yaml: cfn-lint, sam validate --lint, sam build (into a temporary folder), offline
@@ -50,7 +92,7 @@ $(SAM_STAMP): samples/requirements-sam.txt
 	touch $(SAM_STAMP)
 
 template-check: $(SAM_STAMP)
-	$(SAM_ENV) $(SAM_VENV)/bin/cfn-lint template.yaml
+	$(SAM_ENV) $(SAM_VENV)/bin/cfn-lint --include-checks I -- template.yaml
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region us-east-1
 	@build=$$(mktemp -d) && trap 'rm -rf "$$build"' EXIT && echo "sam build (into $$build)" && \
 	if $(SAM_ENV) $(SAM_VENV)/bin/sam build --template-file template.yaml --region us-east-1 \
@@ -58,4 +100,4 @@ template-check: $(SAM_STAMP)
 	then echo "sam build: Build Succeeded"; else cat "$$build/log"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .venv-sam .coverage .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .venv-sam .coverage .mypy_cache .ruff_cache build dist site *.egg-info

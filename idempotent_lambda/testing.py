@@ -142,8 +142,16 @@ def local_dynamodb() -> Iterator[str]:
     local runs. Writes are serialised as DynamoDB serialises them (`serialise_moto_writes`) and
     the server's per-request access log is silenced. Needs ``moto[server]``. Point clients at the
     URL with ``endpoint_url=`` or ``AWS_ENDPOINT_URL_DYNAMODB``, with any dummy credentials.
+
+    Raises:
+        ImportError: moto's server is not installed; ``pip install 'idempotent-lambda[testing]'``.
     """
-    from moto.server import ThreadedMotoServer
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        raise ImportError(
+            "local_dynamodb() needs moto's server: pip install 'idempotent-lambda[testing]'"
+        ) from exc
 
     access_log = logging.getLogger("werkzeug")
     previous_level = access_log.level

@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from samples.local_lambda import invoke, load_handler
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.handler) != bool(args.event):
         parser.error("--handler and --event go together")
     logging.basicConfig(level=logging.WARNING, format="   [log] %(levelname)s %(message)s")
+    # Powertools warns when an invocation flushes no metric (a request refused before any
+    # decision was counted); in Lambda that goes to the logs, here it would interrupt the story.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     for handler in logging.getLogger().handlers:  # decisions are INFO: collected, not printed
         handler.setLevel(logging.WARNING)
     with dynamodb_endpoint(args.endpoint_url) as endpoint:

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import threading
 import uuid
 from collections import Counter
@@ -21,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import boto3
 
@@ -78,6 +79,65 @@ class Transcript:
         if not ok:
             self.failures.append(what)
         return ok
+
+
+class MetricsOutput:
+    """Taps stdout while the app's functions run: keeps EMF documents, passes the rest through.
+
+    In Lambda, the functions' metrics (Powertools ``@metrics.log_metrics``, carrying the
+    library's decision metrics) are JSON documents on stdout that CloudWatch turns into metrics.
+    Locally they would bury the narration, so they are kept in ``documents`` to be counted.
+    The tap is installed while at least one invocation runs (`tapping`), from any thread.
+    """
+
+    def __init__(self) -> None:
+        self.documents: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._users = 0
+        self._target: TextIO = sys.stdout
+        self._swallow_newline = threading.local()  # print() writes its newline separately
+
+    @contextmanager
+    def tapping(self) -> Iterator[None]:
+        """Route stdout through this object while the block runs."""
+        with self._lock:
+            if self._users == 0:
+                self._target = sys.stdout
+                sys.stdout = self  # type: ignore[assignment]
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    sys.stdout = self._target
+
+    def write(self, text: str) -> int:
+        """Keep ``text`` if it is an EMF document, else write it to the real stdout."""
+        with self._lock:
+            if text.startswith('{"_aws"'):
+                self.documents.append(json.loads(text))
+                self._swallow_newline.value = True
+            elif text == "\n" and getattr(self._swallow_newline, "value", False):
+                self._swallow_newline.value = False
+            else:
+                self._swallow_newline.value = False
+                self._target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the real stdout."""
+        self._target.flush()
+
+
+def metric_total(documents: list[dict[str, Any]], metric: str) -> float:
+    """Sum the values of ``metric`` over EMF ``documents``."""
+    found = 0.0
+    for document in documents:
+        value = document.get(metric, 0)
+        found += sum(value) if isinstance(value, list) else float(value)
+    return found
 
 
 class DecisionLog(logging.Handler):
@@ -190,6 +250,8 @@ class LocalApp:
     requests: RequestCounter
     run_id: str
     invocations: Counter[str] = field(default_factory=Counter)
+    #: The functions' EMF metric documents (`MetricsOutput`).
+    metrics: MetricsOutput = field(default_factory=MetricsOutput)
     records: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -202,7 +264,8 @@ class LocalApp:
         with self._lock:
             self.invocations[function] += 1
             self.records[function] += len(event.get("Records", [])) or 1
-        return invoke(self.handlers[function], event, function_name=function)
+        with self.metrics.tapping():
+            return invoke(self.handlers[function], event, function_name=function)
 
     def post_order(self, body: Any, key: str | None) -> Response:
         """``POST /orders`` with ``body`` and the ``Idempotency-Key`` header (None: omitted)."""
@@ -301,15 +364,28 @@ def build_app(
 
 @contextmanager
 def watching(app: LocalApp) -> Iterator[LocalApp]:
-    """Collect the library's decisions into ``app.decisions`` while the block runs."""
+    """Collect the library's decisions and the functions' metrics while the block runs.
+
+    The functions log through a Powertools ``Logger`` (the library's decision lines too, through
+    ``IdempotencyConfig(logger=...)``): its JSON lines are collected as decisions and only
+    warnings are printed. Their EMF metric documents are kept in ``app.metrics`` as they run.
+    """
     library_logger = logging.getLogger("idempotent_lambda")
+    service_logger = logging.getLogger(app.environment.get("POWERTOOLS_SERVICE_NAME", "orders"))
     previous_level = library_logger.level
-    library_logger.addHandler(app.decisions)
+    quieted = [(handler, handler.level) for handler in service_logger.handlers]
+    for handler, _ in quieted:
+        handler.setLevel(logging.WARNING)
+    for watched in (library_logger, service_logger):
+        watched.addHandler(app.decisions)
     library_logger.setLevel(logging.INFO)
     try:
         yield app
     finally:
-        library_logger.removeHandler(app.decisions)
+        for watched in (library_logger, service_logger):
+            watched.removeHandler(app.decisions)
+        for handler, level in quieted:
+            handler.setLevel(level)
         library_logger.setLevel(previous_level)
 
 
@@ -379,7 +455,11 @@ def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
     t.expect("exactly one order row in OrdersTable", len(app.orders_of(bob)) == 1)
     t.expect("every 201 carries the same order", len({json.dumps(r.body) for r in created}) == 1)
     t.expect(
-        "the rest are 409 (still in progress) with Retry-After",
+        "every 201 but the first is a replay (Idempotent-Replayed: true)",
+        sum(r.headers.get("idempotent-replayed") == "true" for r in created) == len(created) - 1,
+    )
+    t.expect(
+        "every other duplicate got 409 (still in progress) with Retry-After",
         all(r.status == 409 and int(r.headers.get("retry-after", "0")) >= 1 for r in others),
     )
     bob_id = str(created[0].body["order_id"]) if created else ""
@@ -554,14 +634,29 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
             or "none: no result too large for an item"
         )
         t.note(f"S3 requests on {logical_id:<26} {sum(ops.values()):>4}  ({shown})")
+    documents = app.metrics.documents
+    t.note(
+        f"metrics (Powertools EMF): {len(documents)} documents; "
+        f"Claimed {metric_total(documents, 'Claimed'):.0f}, "
+        f"Replayed {metric_total(documents, 'Replayed'):.0f}, "
+        f"LeaseLost {metric_total(documents, 'LeaseLost'):.0f}, "
+        f"CompleteFailed {metric_total(documents, 'CompleteFailed'):.0f}"
+    )
     decisions = app.decisions.decisions
+    ran = [d for d in decisions if d["outcome"] in EXECUTED]
+    # One Powertools Metrics object per process is what Lambda runs (one invocation at a time);
+    # the demo's concurrent duplicates share it, so counts are shown, and only their presence
+    # is checked.
+    t.expect(
+        "the functions emitted decision metrics through Powertools Metrics",
+        metric_total(documents, "Claimed") >= 1 and metric_total(documents, "Replayed") >= 1,
+    )
     store_calls = sum(int(d.get("store_calls", 0)) for d in decisions)
     on_table = sum(app.requests.for_table(idempotency_table).values())
     t.expect(
         f"every request on IdempotencyTable is an accounted decision ({on_table})",
         store_calls == on_table,
     )
-    ran = [d for d in decisions if d["outcome"] in EXECUTED]
     replayed = [d for d in decisions if d["outcome"] == "REPLAYED"]
     t.expect(
         f"each execution cost 2 requests ({len(ran)} executions)",

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from idempotent_lambda import __version__
 from idempotent_lambda.cli import _key, _records
 from idempotent_lambda.cli._connection import (
     add_connection_options,
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
 

@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.transaction import current_transaction
 
 from .aws import env, idempotency_store, record_expiry_seconds
+from .observability import idempotency_config, logger, metrics
 from .orders import ORDER_RETENTION_SECONDS, PENDING, order_id_for, order_view
 
 KEY_HEADER = "Idempotency-Key"
@@ -62,9 +62,11 @@ class CreateOrderRequest(BaseModel):
         return sum((line.unit_price * line.quantity for line in self.items), Decimal(0))
 
 
+@logger.inject_lambda_context
+@metrics.log_metrics
 @idempotent_http(
     persistence_store=idempotency_store(),
-    config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
+    config=idempotency_config(expires_after_seconds=record_expiry_seconds()),
     header_name=KEY_HEADER,
     key_prefix="orders.create_order",
 )

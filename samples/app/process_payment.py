@@ -13,19 +13,16 @@ Behind the idempotency record, the order update itself is conditional on the ord
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
-from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 
 from .aws import idempotency_store, orders_table, record_expiry_seconds
+from .observability import idempotency_config, logger, metrics
 from .orders import PAID, PENDING, money
-
-logger = logging.getLogger(__name__)
 
 
 class PaymentError(Exception):
@@ -63,9 +60,11 @@ class Payment:
         return cls(payment_id, order_id, amount)
 
 
+@logger.inject_lambda_context
+@metrics.log_metrics
 @idempotent_sqs_handler(
     persistence_store=idempotency_store(),
-    config=IdempotencyConfig(
+    config=idempotency_config(
         event_key_jmespath="powertools_json(body).payment_id",
         payload_validation_jmespath="powertools_json(body).[order_id, amount]",
         raise_on_no_idempotency_key=True,

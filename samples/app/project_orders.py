@@ -16,13 +16,13 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from idempotent_lambda import IdempotencyConfig
 from idempotent_lambda.adapters.dynamodb_stream import (
     DynamoDBStreamRecord,
     idempotent_stream_handler,
 )
 
 from .aws import customer_totals_table, idempotency_store, record_expiry_seconds
+from .observability import idempotency_config, logger, metrics
 from .orders import PAID
 
 
@@ -55,11 +55,13 @@ def totals_delta(record: DynamoDBStreamRecord) -> dict[str, Decimal]:
     return delta
 
 
+@logger.inject_lambda_context
+@metrics.log_metrics
 @idempotent_stream_handler(
     persistence_store=idempotency_store(),
     # At least a day (IdempotencyExpiryDays >= 1), longer than the mapping's
     # MaximumRecordAgeInSeconds (6 h): every re-delivery is caught.
-    config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
+    config=idempotency_config(expires_after_seconds=record_expiry_seconds()),
     key_prefix="orders.project_orders",
 )
 def handler(record: DynamoDBStreamRecord, context: Any) -> dict[str, Any]:

@@ -22,12 +22,21 @@ from samples.local_stack import CloudFormationLoader
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 
+#: What DynamoDBPersistenceLayer calls (see test_the_store_calls_only_the_granted_operations).
 IDEMPOTENCY_ACTIONS = [
     "dynamodb:GetItem",
     "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 ]
+#: Client method -> the IAM action it needs. A TransactWriteItems is authorised per write, as the
+#: action of each (the record's Put is a PutItem).
+CLIENT_METHOD_ACTIONS = {
+    "get_item": "dynamodb:GetItem",
+    "put_item": "dynamodb:PutItem",
+    "delete_item": "dynamodb:DeleteItem",
+    "transact_write_items": "dynamodb:PutItem",
+}
+APP = ROOT / "samples" / "app"
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
 #: The store's default ``large_result_prefix`` (the sample passes none).
 LARGE_RESULT_PREFIX = "idempotency/"
@@ -83,12 +92,28 @@ def test_loader_reads_short_tags() -> None:
     } == yaml.load(document, Loader=CloudFormationLoader)
 
 
-def test_every_function_has_exactly_the_four_item_actions_on_the_idempotency_table(
+def key_prefix_in(handler: str) -> str:
+    """Return the ``key_prefix=`` literal given to the adapter in ``app.<module>.handler``."""
+    module = handler.removeprefix("app.").removesuffix(".handler")
+    tree = ast.parse((APP / f"{module}.py").read_text(encoding="utf-8"))
+    found = [
+        keyword.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for keyword in node.keywords
+        if keyword.arg == "key_prefix" and isinstance(keyword.value, ast.Constant)
+    ]
+    assert 1 == len(found), module
+    return str(found[0])
+
+
+def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
     template: dict[str, Any],
 ) -> None:
-    """Idempotency table: GetItem, PutItem, UpdateItem, DeleteItem on its ARN, nothing more."""
+    """Idempotency table: GetItem, PutItem, DeleteItem, on items of the function's key prefix."""
     functions = resources(template, "AWS::Serverless::Function")
     assert functions
+    prefixes = set()
     for name, function in functions.items():
         on_table = [
             s for s in statements(function) if mentions(s.get("Resource"), "IdempotencyTable")
@@ -98,8 +123,36 @@ def test_every_function_has_exactly_the_four_item_actions_on_the_idempotency_tab
         assert "Allow" == statement["Effect"]
         assert sorted(IDEMPOTENCY_ACTIONS) == sorted(as_list(statement["Action"])), name
         assert IDEMPOTENCY_TABLE_ARN == statement["Resource"], name
-        assert "Condition" not in statement
+        prefix = key_prefix_in(function["Handler"])
+        prefixes.add(prefix)
+        expected = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{prefix}#*"]}}
+        assert expected == statement["Condition"], name
         assert "NotAction" not in statement
+    assert len(functions) == len(prefixes)  # no two functions share a key space
+
+
+def test_the_store_calls_only_the_granted_operations() -> None:
+    """Every DynamoDB client call of the store needs an action the template grants.
+
+    Left out: the operator tools' modules (table creation, the CLI's scans and deletes), which
+    run with an operator's credentials, never in a function; and the Redis client adapter.
+    """
+    not_dynamodb_runtime = {"_dynamodb_table.py", "_dynamodb_operator.py", "_redis_client.py"}
+    called: set[str] = set()
+    for path in (ROOT / "idempotent_lambda" / "persistence").glob("*.py"):
+        if path.name in not_dynamodb_runtime:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "client"
+            ):
+                called.add(node.func.attr)
+    assert {"get_item", "put_item", "delete_item"} <= called
+    assert called <= set(CLIENT_METHOD_ACTIONS), called - set(CLIENT_METHOD_ACTIONS)
+    assert set(IDEMPOTENCY_ACTIONS) == {CLIENT_METHOD_ACTIONS[method] for method in called}
 
 
 def test_no_statement_uses_wildcards(template: dict[str, Any]) -> None:
@@ -198,7 +251,8 @@ def test_queue_has_a_dead_letter_queue_and_a_safe_visibility_timeout(
     assert {"Fn::GetAtt": ["PaymentsDeadLetterQueue", "Arn"]} == redrive["deadLetterTargetArn"]
     assert 1 <= redrive["maxReceiveCount"] <= 10
     timeout = template["Globals"]["Function"]["Timeout"]
-    assert queue["VisibilityTimeout"] >= 6 * timeout
+    mapping = resources(template, "AWS::Lambda::EventSourceMapping")["PaymentsEventSourceMapping"]
+    assert queue["VisibilityTimeout"] > 6 * timeout + mapping["MaximumBatchingWindowInSeconds"]
 
 
 def test_event_source_mappings_report_partial_batch_failures(template: dict[str, Any]) -> None:
@@ -325,7 +379,8 @@ def test_the_app_derives_the_record_expiry_from_the_template(
     configs = 0
     for path in sorted((ROOT / "samples" / "app").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "IdempotencyConfig":
+            # idempotency_config(...) (observability.py) passes its options to IdempotencyConfig
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "idempotency_config":
                 configs += 1
                 (expiry,) = [k.value for k in node.keywords if k.arg == "expires_after_seconds"]
                 assert "record_expiry_seconds()" == ast.unparse(expiry), path.name
@@ -364,3 +419,141 @@ def test_large_results_bucket_reaches_the_functions_through_the_environment(
     assert {"Ref": "LargeResultsBucket"} == variables["LARGE_RESULTS_BUCKET"]
     source = (ROOT / "samples" / "app" / "aws.py").read_text(encoding="utf-8")
     assert 'large_result_bucket=os.environ.get("LARGE_RESULTS_BUCKET") or None' in source
+
+
+def alarms_on(template: dict[str, Any], namespace: Any, metric: str) -> list[dict[str, Any]]:
+    return [
+        alarm
+        for alarm in resources(template, "AWS::CloudWatch::Alarm").values()
+        if alarm["Namespace"] == namespace and alarm["MetricName"] == metric
+    ]
+
+
+def dimension(alarm: dict[str, Any]) -> dict[str, Any]:
+    return {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+
+
+def test_every_alarm_notifies_the_alarm_topic(template: dict[str, Any]) -> None:
+    """An alarm nobody hears is no alarm: each one sends to AlarmTopic, which is an output."""
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    assert len(alarms) >= 11
+    for name, alarm in alarms.items():
+        assert [{"Ref": "AlarmTopic"}] == alarm["AlarmActions"], name
+        assert "notBreaching" == alarm["TreatMissingData"], name
+    assert {"Ref": "AlarmTopic"} == template["Outputs"]["AlarmTopicArn"]["Value"]
+
+
+def test_queues_that_hold_given_up_work_are_alarmed(template: dict[str, Any]) -> None:
+    """The payments DLQ and the stream's on-failure queue alarm on their first message."""
+    depth = alarms_on(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    queues = {dimension(alarm)["QueueName"]["Fn::GetAtt"][0] for alarm in depth}
+    assert {"PaymentsDeadLetterQueue", "ProjectOrdersFailureQueue"} == queues
+    assert all(alarm["Threshold"] == 0 for alarm in depth)
+    assert all(alarm["ComparisonOperator"] == "GreaterThanThreshold" for alarm in depth)
+
+
+def test_functions_have_error_throttle_and_iterator_age_alarms(template: dict[str, Any]) -> None:
+    """Errors and throttles of every function; the stream consumer's iterator age."""
+    functions = set(resources(template, "AWS::Serverless::Function"))
+    for metric in ("Errors", "Throttles"):
+        watched = {
+            dimension(a)["FunctionName"]["Ref"] for a in alarms_on(template, "AWS/Lambda", metric)
+        }
+        assert functions == watched, metric
+    (age,) = alarms_on(template, "AWS/Lambda", "IteratorAge")
+    assert {"Ref": "ProjectOrdersFunction"} == dimension(age)["FunctionName"]
+
+
+def test_library_metrics_are_alarmed_where_the_functions_emit_them(
+    template: dict[str, Any],
+) -> None:
+    """LeaseLost and CompleteFailed alarms watch the namespace and service the app's Metrics use."""
+    from idempotent_lambda import Decision, Outcome
+    from idempotent_lambda.metrics import decision_metrics
+
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    namespace = variables["POWERTOOLS_METRICS_NAMESPACE"]
+    assert {"Ref": "MetricsNamespace"} == namespace
+    for outcome in (Outcome.LEASE_LOST, Outcome.COMPLETE_FAILED):
+        metric = decision_metrics(Decision(outcome=outcome, function="f"))[0].name
+        (alarm,) = alarms_on(template, namespace, metric)
+        assert {"service": variables["POWERTOOLS_SERVICE_NAME"]} == dimension(alarm)
+        assert "Sum" == alarm["Statistic"]
+        assert 1 == alarm["Threshold"]
+        assert "GreaterThanOrEqualToThreshold" == alarm["ComparisonOperator"]
+
+
+def test_the_functions_emit_through_powertools() -> None:
+    """The app's decisions go to a Powertools Logger and Metrics, which the layer ships."""
+    source = (APP / "observability.py").read_text(encoding="utf-8")
+    assert "from aws_lambda_powertools import Logger, Metrics" in source
+    assert "PowertoolsMetricsHook(metrics)" in source
+    assert "logger=logger" in source
+    for module in ("create_order", "process_payment", "project_orders"):
+        text = (APP / f"{module}.py").read_text(encoding="utf-8")
+        assert "@metrics.log_metrics" in text, module
+        assert "config=idempotency_config(" in text, module
+    requirements = (ROOT / "samples/layers/dependencies/requirements.txt").read_text()
+    assert re.search(r"^aws-lambda-powertools==\S+", requirements, re.MULTILINE)
+
+
+def test_functions_are_traced_and_reserve_concurrency(template: dict[str, Any]) -> None:
+    """X-Ray on every function; reserved concurrency never below the SQS mapping's maximum."""
+    assert "Active" == template["Globals"]["Function"]["Tracing"]
+    functions = resources(template, "AWS::Serverless::Function")
+    for name, function in functions.items():
+        assert function["ReservedConcurrentExecutions"] >= 1, name
+    mapping = resources(template, "AWS::Lambda::EventSourceMapping")["PaymentsEventSourceMapping"]
+    reserved = functions["ProcessPaymentFunction"]["ReservedConcurrentExecutions"]
+    assert reserved >= mapping["ScalingConfig"]["MaximumConcurrency"]
+
+
+def test_stateful_tables_are_retained_and_protected(template: dict[str, Any]) -> None:
+    """Deleting the stack or replacing a table never deletes records or orders."""
+    for name, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            assert "Retain" == resource["DeletionPolicy"], name
+            assert "Retain" == resource["UpdateReplacePolicy"], name
+            assert resource["Properties"]["DeletionProtectionEnabled"] is True, name
+
+
+def matches(pattern: Any, record: Any) -> bool:
+    """Evaluate the subset of Lambda's filter syntax the template uses on ``record``."""
+    for field_name, wanted in pattern.items():
+        if isinstance(wanted, dict):
+            if not matches(wanted, record.get(field_name, {}) if isinstance(record, dict) else {}):
+                return False
+            continue
+        present = isinstance(record, dict) and field_name in record
+        value = record.get(field_name) if present else None
+        ok = False
+        for rule in wanted:
+            if isinstance(rule, dict) and "exists" in rule:
+                ok |= rule["exists"] == present
+            elif isinstance(rule, dict) and "anything-but" in rule:
+                ok |= present and value not in rule["anything-but"]
+            else:
+                ok |= present and value == rule
+        if not ok:
+            return False
+    return True
+
+
+def test_stream_filter_drops_only_ttl_removals(template: dict[str, Any]) -> None:
+    """INSERT, MODIFY and user REMOVEs reach ProjectOrders; the TTL service's REMOVEs do not."""
+    import json
+
+    mapping = resources(template, "AWS::Lambda::EventSourceMapping")[
+        "OrdersStreamEventSourceMapping"
+    ]
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    ttl = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    cases = [
+        ({"eventName": "INSERT"}, True),
+        ({"eventName": "MODIFY"}, True),
+        ({"eventName": "REMOVE"}, True),
+        ({"eventName": "REMOVE", "userIdentity": {"principalId": "someone"}}, True),
+        ({"eventName": "REMOVE", "userIdentity": ttl}, False),
+    ]
+    for record, delivered in cases:
+        assert delivered == any(matches(p, record) for p in patterns), record

@@ -1,0 +1,29 @@
+import json
+
+from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+
+
+def make_handler(store, runs):
+    @idempotent_sqs_handler(persistence_store=store)
+    def handler(record, context):
+        runs.append(record.message_id)
+        return {"order": record.json_body["order_id"]}
+
+    return handler
+
+
+def test_redelivery_replays(idempotency_store, lambda_context):
+    runs = []
+    handler = make_handler(idempotency_store, runs)
+    event = {
+        "Records": [
+            {
+                "messageId": "m-1",
+                "body": json.dumps({"order_id": 1}),
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+            }
+        ]
+    }
+    assert handler(event, lambda_context) == {"batchItemFailures": []}
+    assert handler(event, lambda_context) == {"batchItemFailures": []}  # SQS redelivered it
+    assert runs == ["m-1"]

@@ -1,0 +1,393 @@
+"""Every example under examples/ runs, and the docs show no Python that is not one of them.
+
+The examples are written as a user would write them (a store on ``"IdempotencyTable"``, no
+endpoint), so each test points boto3 at a moto server holding the tables and bucket they
+name (through ``AWS_ENDPOINT_URL_*`` and dummy credentials), imports the example afresh and runs
+its handler. The docs include the examples as snippets (``--8<-- "examples/..."``); the checks at
+the end hold every fenced Python block of the docs to that, and the README's one example to
+``examples/getting_started/first_handler.py``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib.util
+import inspect
+import json
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from unittest.mock import ANY
+
+import boto3
+import pytest
+
+from idempotent_lambda import IdempotencyValidationError
+from idempotent_lambda.exceptions import IdempotencyTransactionConflictError
+from idempotent_lambda.testing import FakeLambdaContext, create_idempotency_table
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BUCKET = "my-idempotency-results"
+
+
+@pytest.fixture(scope="session")
+def examples_endpoint() -> Iterator[str]:
+    """Yield the URL of a moto server holding the examples' tables and bucket."""
+    from idempotent_lambda.testing import local_dynamodb
+
+    with local_dynamodb() as endpoint:
+        options = {
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+        client = boto3.client("dynamodb", **options)
+        create_idempotency_table(client, table_name="IdempotencyTable")
+        for table, key in (("orders", "order_id"), ("stock", "sku")):
+            client.create_table(
+                TableName=table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            )
+        boto3.client("s3", **options).create_bucket(Bucket=BUCKET)
+        yield endpoint
+
+
+@pytest.fixture
+def aws(examples_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """Point boto3 at the examples' server with dummy credentials; return its URL."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),
+        "AWS_ENDPOINT_URL_DYNAMODB": examples_endpoint,
+        "AWS_ENDPOINT_URL_S3": examples_endpoint,
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return examples_endpoint
+
+
+def load_example(relative: str) -> ModuleType:
+    """Import ``examples/<relative>`` as a new module (a fresh store, a fresh key prefix)."""
+    path = EXAMPLES / relative
+    name = "example_" + uuid.uuid4().hex[:8] + "_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ROOT = EXAMPLES.parent
+DOCS = ROOT / "docs"
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
+
+
+def event_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Calls:
+    """A thread-safe recorder standing in for an example's side effect."""
+
+    def __init__(self, result: Any = None) -> None:
+        self.args: list[tuple[Any, ...]] = []
+        self._result = result
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any) -> Any:
+        with self._lock:
+            self.args.append(args)
+        return self._result(*args) if callable(self._result) else self._result
+
+
+# ------------------------------------------------------------------------------ getting started
+def run_first_handler(module: ModuleType) -> None:
+    module.charge = Calls(lambda payment_id, amount: f"ch_{payment_id}")
+    payment_id = event_id()
+    event = {"body": json.dumps({"payment_id": payment_id, "amount": "25.00"})}
+    first = module.handler(event, FakeLambdaContext())
+    assert {"statusCode": 201, "body": json.dumps({"charge_id": f"ch_{payment_id}"})} == first
+    assert first == module.handler(event, FakeLambdaContext())
+    assert [(payment_id, "25.00")] == module.charge.args
+    changed = {"body": json.dumps({"payment_id": payment_id, "amount": "99.00"})}
+    with pytest.raises(IdempotencyValidationError):
+        module.handler(changed, FakeLambdaContext())
+    assert 1 == len(module.charge.args)
+
+
+def run_any_function(module: ModuleType) -> None:
+    module.send_email = Calls(lambda address, order_id: f"msg_{order_id}")
+    order = {"order_id": event_id(), "email": "ana@example.com"}
+    other = {"order_id": event_id(), "email": "bo@example.com"}
+    results = module.handler({"orders": [order, other, order]}, FakeLambdaContext())
+    assert results[0] == results[2] == {"order_id": order["order_id"], "message_id": ANY}
+    assert 2 == len(module.send_email.args)
+
+
+# ------------------------------------------------------------------------------------ batches
+def sqs_event(*bodies: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": event_id(),
+                "body": json.dumps(body),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:payments",
+            }
+            for body in bodies
+        ]
+    }
+
+
+def run_process_payments(module: ModuleType) -> None:
+    module.capture = Calls(lambda payment_id, amount: f"rcpt_{payment_id}")
+    first, second = event_id(), event_id()
+    event = sqs_event(
+        {"payment_id": first, "amount": "10.00"},
+        {"payment_id": second, "amount": "5.00"},
+        {"payment_id": first, "amount": "10.00"},  # a producer's duplicate: new message id
+    )
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())  # redelivered
+    assert [(first, "10.00"), (second, "5.00")] == module.capture.args
+
+
+def run_concurrent_batch(module: ModuleType) -> None:
+    module.notify = Calls()
+    event = sqs_event(*({"n": n} for n in range(20)))
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert sorted(json.dumps({"n": n}) for n in range(20)) == sorted(
+        body for (body,) in module.notify.args
+    )
+
+
+def stream_record(name: str, sequence: str, *, ttl: bool = False) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "eventID": event_id(),
+        "eventName": name,
+        "eventSource": "aws:dynamodb",
+        "eventSourceARN": (
+            "arn:aws:dynamodb:us-east-1:123456789012:table/users/stream/2026-01-01T00:00:00.000"
+        ),
+        "dynamodb": {
+            "Keys": {"user_id": {"S": "u-1"}},
+            "NewImage": {"user_id": {"S": "u-1"}, "email": {"S": "ana@example.com"}},
+            "SequenceNumber": sequence,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+    if ttl:
+        record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
+def run_send_welcome(module: ModuleType) -> None:
+    module.send_welcome = Calls()
+    base = int(uuid.uuid4().int % 10**12)
+    event = {
+        "Records": [
+            stream_record("INSERT", str(base)),
+            stream_record("MODIFY", str(base + 1)),
+            stream_record("REMOVE", str(base + 2), ttl=True),
+        ]
+    }
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())  # re-read
+    assert [("ana@example.com",)] == module.send_welcome.args
+
+
+# --------------------------------------------------------------------------------- production
+def emf_documents(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if '"_aws"' in line]
+
+
+def metric_sum(documents: list[dict[str, Any]], name: str) -> float:
+    """Sum a metric over EMF documents (a value, or a list of values as Powertools writes)."""
+    values = [d.get(name, []) for d in documents]
+    return sum(sum(v) if isinstance(v, list) else v for v in values)
+
+
+def run_emf_metrics(module: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    event = {"order_id": event_id()}
+    module.handler(event, FakeLambdaContext())
+    module.handler(event, FakeLambdaContext())
+    documents = emf_documents(capsys.readouterr().out)
+    namespaces = {d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents}
+    assert {"Orders"} == namespaces
+    assert {"orders"} == {d["service"] for d in documents}
+    assert 1 == metric_sum(documents, "Claimed")
+    assert 1 == metric_sum(documents, "Replayed")
+
+
+def run_powertools_metrics(module: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    event = {"order_id": event_id()}
+    module.handler(event, FakeLambdaContext())
+    documents = emf_documents(capsys.readouterr().out)
+    assert 1 == len(documents)
+    assert "Orders" == documents[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"]
+    assert 1 == metric_sum(documents, "Claimed")
+
+
+def run_powertools_logger(module: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    context = FakeLambdaContext()
+    module.handler({"order_id": event_id()}, context)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    messages = [line["message"] for line in lines]
+    assert "order accepted" in messages
+    assert {"orders"} == {line["service"] for line in lines}
+    assert {context.aws_request_id} == {line["function_request_id"] for line in lines}
+    assert any("CLAIMED" in str(line) for line in lines), lines
+
+
+def run_transaction(module: ModuleType, aws: str) -> None:
+    dynamodb = boto3.resource("dynamodb")
+    sku = event_id()
+    dynamodb.Table("stock").put_item(Item={"sku": sku, "qty": 1})
+    event = {"order_id": event_id(), "total": "25.00", "sku": sku}
+    first = module.handler(event, FakeLambdaContext())
+    assert first == module.handler(event, FakeLambdaContext())  # replayed, not sold twice
+    assert 0 == dynamodb.Table("stock").get_item(Key={"sku": sku})["Item"]["qty"]
+    order = dynamodb.Table("orders").get_item(Key={"order_id": event["order_id"]})["Item"]
+    assert Decimal("25.00") == order["total"]
+    sold_out = {"order_id": event_id(), "total": "25.00", "sku": sku}
+    with pytest.raises(IdempotencyTransactionConflictError):
+        module.handler(sold_out, FakeLambdaContext())
+    assert "Item" not in dynamodb.Table("orders").get_item(Key={"order_id": sold_out["order_id"]})
+
+
+def run_large_results(module: ModuleType, aws: str) -> None:
+    event = {"report_id": event_id()}
+    first = module.handler(event, FakeLambdaContext())
+    assert 20_000 == len(first["rows"])
+    assert first == module.handler(event, FakeLambdaContext())
+    listing = boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="idempotency/")
+    assert listing["KeyCount"] >= 1
+
+
+RUNNERS: dict[str, Callable[..., None]] = {
+    "getting_started/first_handler.py": run_first_handler,
+    "getting_started/any_function.py": run_any_function,
+    "sqs/process_payments.py": run_process_payments,
+    "sqs/concurrent_batch.py": run_concurrent_batch,
+    "streams/send_welcome.py": run_send_welcome,
+    "production/emf_metrics.py": run_emf_metrics,
+    "production/powertools_metrics.py": run_powertools_metrics,
+    "production/powertools_logger.py": run_powertools_logger,
+    "production/transaction.py": run_transaction,
+    "production/large_results.py": run_large_results,
+}
+#: Examples that are pytest modules themselves: run by pytest in a child process.
+TEST_MODULES = [
+    "testing/test_handler.py",
+    "testing/test_batch_handler.py",
+    "testing/test_with_moto.py",
+]
+
+
+@pytest.mark.parametrize("relative", sorted(RUNNERS))
+def test_example_runs(relative: str, aws: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example's handler runs once per key and replays, against moto."""
+    runner = RUNNERS[relative]
+    extra = {"aws": aws, "capsys": capsys}
+    wanted = {name: extra[name] for name in list(inspect.signature(runner).parameters)[1:]}
+    # In a copied context: a context the example registers (register_lambda_context) stays
+    # with it, as it stays with one invocation in Lambda, instead of reaching later tests.
+    contextvars.copy_context().run(runner, load_example(relative), **wanted)
+
+
+@pytest.mark.parametrize("relative", TEST_MODULES)
+def test_example_test_module_passes(relative: str) -> None:
+    """A testing example passes under pytest with the plugin's fixtures."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / relative)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert 0 == result.returncode, result.stdout + result.stderr
+    assert " passed" in result.stdout
+    assert " failed" not in result.stdout
+
+
+def test_every_example_is_run() -> None:
+    """No file under examples/ escapes the tests above."""
+    found = {path.relative_to(EXAMPLES).as_posix() for path in EXAMPLES.rglob("*.py")}
+    assert set(RUNNERS) | set(TEST_MODULES) == found
+
+
+def fenced_blocks(text: str) -> list[tuple[str, list[str]]]:
+    """Return ``(language, lines)`` for every fenced code block of a Markdown text."""
+    blocks: list[tuple[str, list[str]]] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if fence is None and stripped.startswith("```"):
+            fence = stripped[3:].split()[0] if stripped[3:].split() else ""
+            blocks.append((fence, []))
+        elif fence is not None and stripped.startswith("```"):
+            fence = None
+        elif fence is not None:
+            blocks[-1][1].append(line)
+    return blocks
+
+
+def test_docs_show_only_examples_that_run() -> None:
+    """Every fenced Python block in docs/ is a snippet include of a file under examples/."""
+    for page in sorted(DOCS.rglob("*.md")):
+        for language, lines in fenced_blocks(page.read_text(encoding="utf-8")):
+            if language not in ("python", "py", "python3", "pycon"):
+                continue
+            assert lines, f"{page.name}: empty Python block"
+            for line in lines:
+                match = SNIPPET.match(line.strip())
+                assert match, f"{page.name}: Python block not from examples/: {line!r}"
+                assert match["path"].startswith("examples/"), f"{page.name}: {line!r}"
+                assert (ROOT / match["path"]).is_file(), f"{page.name}: {line!r}"
+
+
+def test_docs_include_every_example() -> None:
+    """Every non-test example is shown somewhere in the docs."""
+    shown = {
+        match["path"].removeprefix("examples/")
+        for page in DOCS.rglob("*.md")
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if (match := SNIPPET.match(line.strip()))
+    }
+    assert set(RUNNERS) | set(TEST_MODULES) <= shown
+
+
+def test_readme_example_is_the_tested_one() -> None:
+    """The README (which the package index shows without snippets) copies first_handler.py."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    python = [lines for language, lines in fenced_blocks(readme) if language == "python"]
+    example = (EXAMPLES / "getting_started" / "first_handler.py").read_text(encoding="utf-8")
+    assert [example.rstrip("\n").splitlines()] == python
+
+
+def test_readme_is_short_and_its_links_work_off_the_repository() -> None:
+    """The package index shows the README alone: a screen or two, every link absolute."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 200
+    targets = re.findall(r"\]\(([^)]+)\)", readme)
+    assert targets
+    assert all(target.startswith("https://") for target in targets), targets
