@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test lint typecheck unit bench clean docs docs-check package-check
+.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,24 @@ package-check: $(RELEASE_STAMP)
 	$(BIN)/twine check --strict dist/*
 	$(BIN)/python scripts/check_dist.py dist
 
+# The unit suite on the other supported Pythons (3.11 runs everything above). Each interpreter
+# is found under pyenv, else on PATH, and gets its own venv with only the unit group installed.
+OTHER_PYTHONS ?= 3.10 3.12 3.13
+
+test-pythons:
+	@for version in $(OTHER_PYTHONS); do \
+		python=$$(pyenv prefix $$version 2>/dev/null)/bin/python; \
+		[ -x "$$python" ] || python=$$(command -v python$$version) || \
+			{ echo "Python $$version not found (pyenv or PATH)"; exit 1; }; \
+		venv=.venv-py$$version; \
+		if [ ! -f $$venv/.installed ] || [ pyproject.toml -nt $$venv/.installed ]; then \
+			"$$python" -m venv $$venv && $$venv/bin/pip install --quiet --upgrade pip && \
+			$$venv/bin/pip install --quiet -e . --group unit && touch $$venv/.installed || exit 1; \
+		fi; \
+		echo "unit suite on $$($$venv/bin/python --version)"; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider tests/unit || exit 1; \
+	done
+
 bench: $(STAMP)
 	$(BIN)/pip install --quiet --group bench
 	$(BIN)/python -m benchmarks.run
@@ -100,4 +118,4 @@ template-check: $(SAM_STAMP)
 	then echo "sam build: Build Succeeded"; else cat "$$build/log"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .venv-sam .coverage .mypy_cache .ruff_cache build dist site *.egg-info
+	rm -rf $(VENV) .venv-py3.* .venv-sam .coverage .mypy_cache .ruff_cache build dist site *.egg-info
