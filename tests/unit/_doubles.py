@@ -72,6 +72,20 @@ class SpyStore:
         return self.inner.get(idempotency_key)
 
 
+class PollWatchingStore(SpyStore):
+    """A spy store that signals each time a waiter polls the record."""
+
+    def __init__(self, inner: PersistenceStore) -> None:
+        super().__init__(inner)
+        self.polled = threading.Event()
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read, then tell the test that a waiter is polling."""
+        record = super().get(idempotency_key)
+        self.polled.set()
+        return record
+
+
 class Decisions:
     """A ``decision_hook`` that remembers every decision, in order."""
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _doubles import Decisions, Runs, SimulatedPauses, SpyStore
+from _doubles import Decisions, PollWatchingStore, Runs, SimulatedPauses
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -27,20 +27,6 @@ EVENT = {"order_id": 7}
 TIMEOUT_S = 60
 WAIT_S = 60
 CONTEXT_MS = 120_000
-
-
-class PollWatchingStore(SpyStore):
-    """A spy store that signals each time a waiter polls the record."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.polled = threading.Event()
-
-    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
-        """Read, then tell the test that a waiter is polling."""
-        record = super().get(idempotency_key)
-        self.polled.set()
-        return record
 
 
 class Holder:
