@@ -9,9 +9,12 @@ test directories.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,13 +37,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+@contextlib.contextmanager
+def patient_sample() -> Iterator[None]:
+    """Give the sample's invocations and AWS clients margins that only a hang exhausts.
+
+    Deployed, each function has 10 s and its clients a 3 s read timeout. On a loaded test machine
+    the in-process moto server can answer more slowly than that; a retried request or a lease cut
+    short would then fail the checks that count requests and executions. Nothing else changes.
+    """
+    from botocore.config import Config
+
+    import samples.demo
+    import samples.scenario
+    from samples.app import aws
+    from samples.local_lambda import invoke
+
+    patient = Config(connect_timeout=60, read_timeout=60)
+    build_client = aws.SESSION.client
+
+    def client(*args: Any, config: Config | None = None, **kwargs: Any) -> Any:
+        return build_client(
+            *args, config=patient if config is None else config.merge(patient), **kwargs
+        )
+
+    patient_invoke = functools.partial(invoke, timeout_s=300)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(aws.SESSION, "client", client)
+        patch.setattr(aws, "_CLIENT_CONFIG", aws._CLIENT_CONFIG.merge(patient))
+        patch.setattr(samples.scenario, "invoke", patient_invoke)
+        patch.setattr(samples.demo, "invoke", patient_invoke)
+        yield
+
+
 @pytest.fixture(scope="session")
 def sample_app() -> Iterator[LocalApp]:
     """Start a moto server, create the template's tables and bucket on it, load the handlers."""
     from idempotent_lambda.testing import local_dynamodb
 
     saved = dict(os.environ)
-    with local_dynamodb() as endpoint:
+    with patient_sample(), local_dynamodb() as endpoint:
         try:
             os.environ.update(_DUMMY_AWS)
             app = build_app(endpoint, s3_endpoint_url=endpoint)

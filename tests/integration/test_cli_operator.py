@@ -20,6 +20,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda.cli import main
+from idempotent_lambda.cli._views import relative
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -212,20 +213,36 @@ def test_get_shows_the_decoded_result_and_times(
     cli: Any, on_table: list[str], seeded: dict[str, IdempotencyRecord]
 ) -> None:
     """get decodes the result and shows ISO-8601 times with what remains."""
+    expiry_s = seeded["completed"].expiry_timestamp
+    assert expiry_s is not None
+    started = SYSTEM_CLOCK.now_ms()
     run = cli("records", "get", *on_table, "orders#done")
     assert 0 == run.code
     assert SECRET in run.out
     assert "COMPLETED" in run.out
     expires = next(line for line in run.out.splitlines() if line.startswith("expires"))
-    assert "Z (in 59m" in expires or "Z (in 1h" in expires
+    assert any(
+        f"Z ({relative(seconds * 1000)})" in expires
+        for seconds in seconds_left(expiry_s * 1000, started, SYSTEM_CLOCK.now_ms())
+    )
 
+    started = SYSTEM_CLOCK.now_ms()
     shown = cli("records", "get", "--json", *on_table, "orders#done").json()
     assert {"card": SECRET} == shown["result"]
     assert shown["expires_at"].endswith("Z")
-    assert 3500 < shown["expires_in_seconds"] <= 3600
+    assert shown["expires_in_seconds"] in seconds_left(
+        expiry_s * 1000, started, SYSTEM_CLOCK.now_ms()
+    )
+    assert shown["expires_in_seconds"] <= 3600
 
     hidden = cli("records", "get", "--no-data", *on_table, "orders#done")
     assert SECRET not in hidden.out
+
+
+def seconds_left(end_ms: int, started_ms: int, ended_ms: int) -> range:
+    """Return the whole seconds left until ``end_ms`` as seen at some instant of a command
+    that ran from ``started_ms`` to ``ended_ms``: exact however long a loaded machine made it."""
+    return range((end_ms - ended_ms) // 1000, (end_ms - started_ms) // 1000 + 1)
 
 
 def test_get_decodes_compressed_results_and_lease(
@@ -234,12 +251,21 @@ def test_get_decodes_compressed_results_and_lease(
     """A large (zlib, binary) result is shown decoded; an IN_PROGRESS record shows its lease."""
     big = {"rows": ["x" * 100] * 200}
     seed(dynamodb_store, "orders#big", result=json.dumps(big))
-    seed(dynamodb_store, "orders#running")
+    claim = seed(dynamodb_store, "orders#running")
     assert big == cli("records", "get", "--json", *on_table, "orders#big").json()["result"]
 
+    lease_ms = claim.in_progress_expiry_timestamp
+    assert lease_ms is not None
+    started = SYSTEM_CLOCK.now_ms()
     running = cli("records", "get", "--json", *on_table, "orders#running").json()
+    ended = SYSTEM_CLOCK.now_ms()
     assert ("IN_PROGRESS", False) == (running["status"], running["stuck"])
-    assert 590 < running["lease_remaining_seconds"] <= 600
+    assert (
+        (lease_ms - ended) / 1000
+        <= running["lease_remaining_seconds"]
+        <= (lease_ms - started) / 1000
+    )
+    assert running["lease_remaining_seconds"] <= 600
     assert running["result"] is None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,11 @@ from tests.integration import _process_worker
 
 THREADS = 16
 PROCESSES = 4
-TIMEOUT_S = 30
+#: Bounds that only a hang exhausts, however loaded the machine: how long a test waits for a
+#: thread or process, how long a duplicate may wait, and the remaining time (the lease) of a call.
+TIMEOUT_S = 120
+WAIT_S = 120
+CONTEXT_MS = 300_000
 
 
 @pytest.fixture
@@ -119,7 +122,7 @@ def test_threads_on_one_key_run_the_body_once(store: PersistenceStore) -> None:
 
     def call() -> Any:
         try:
-            return handler({"order_id": 1}, FakeLambdaContext(60_000))
+            return handler({"order_id": 1}, FakeLambdaContext(CONTEXT_MS))
         except IdempotencyAlreadyInProgressError:
             refused.release()
             raise
@@ -133,18 +136,32 @@ def test_threads_on_one_key_run_the_body_once(store: PersistenceStore) -> None:
     assert ["IdempotencyAlreadyInProgressError"] * (THREADS - 1) == errors
 
 
-def test_threads_in_wait_mode_all_get_the_one_result(store: PersistenceStore) -> None:
+def test_threads_in_wait_mode_all_get_the_one_result(
+    store: PersistenceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """16 threads at once in wait mode: one execution, and all 16 return its exact result."""
     executions = Counter()
-    config = IdempotencyConfig(wait_for_in_progress_seconds=20)
+    config = IdempotencyConfig(wait_for_in_progress_seconds=WAIT_S)
+    polling: set[int] = set()  # the threads that found the key in progress and poll it
+    polled = threading.Condition()
+    read = store.get
+
+    def get(idempotency_key: str) -> Any:
+        with polled:
+            polling.add(threading.get_ident())
+            polled.notify_all()
+        return read(idempotency_key)
+
+    monkeypatch.setattr(store, "get", get)
 
     @idempotent(persistence_store=store, config=config, key_prefix="threads")
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         run = executions()
-        time.sleep(0.3)  # the work, during which the duplicates arrive and wait
+        with polled:  # the work lasts until every duplicate is waiting for its result
+            assert polled.wait_for(lambda: len(polling) == THREADS - 1, TIMEOUT_S)
         return {"order_id": event["order_id"], "run": run, "zero": 0, "empty": []}
 
-    outcomes = race(THREADS, lambda: handler({"order_id": 1}, FakeLambdaContext(60_000)))
+    outcomes = race(THREADS, lambda: handler({"order_id": 1}, FakeLambdaContext(CONTEXT_MS)))
 
     assert 1 == executions.value
     assert [("result", {"order_id": 1, "run": 1, "zero": 0, "empty": []})] * THREADS == outcomes
@@ -156,6 +173,7 @@ def _race_processes(
     context = multiprocessing.get_context("spawn")
     ready = context.Semaphore(0)
     start = context.Event()
+    arrived = context.Semaphore(0)
     results = context.Queue()
     processes = [
         context.Process(
@@ -165,8 +183,10 @@ def _race_processes(
                 table,
                 str(executions_file),
                 wait_seconds,
+                PROCESSES - 1,
                 ready,
                 start,
+                arrived,
                 results,
             ),
         )
@@ -175,9 +195,9 @@ def _race_processes(
     for process in processes:
         process.start()
     for _ in processes:  # every process imported, connected and is waiting: go
-        assert ready.acquire(timeout=120)
+        assert ready.acquire(timeout=TIMEOUT_S)
     start.set()
-    outcomes = [results.get(timeout=120) for _ in processes]
+    outcomes = [results.get(timeout=TIMEOUT_S) for _ in processes]
     for process in processes:
         process.join(TIMEOUT_S)
     assert [0] * PROCESSES == [process.exitcode for process in processes]
@@ -207,7 +227,7 @@ def test_processes_in_wait_mode_all_get_the_one_result(
     """4 processes in wait mode: exactly one execution, and every process gets its result."""
     executions_file = tmp_path / "executions"
 
-    outcomes = _race_processes(dynamodb_endpoint, idempotency_table, executions_file, 20)
+    outcomes = _race_processes(dynamodb_endpoint, idempotency_table, executions_file, WAIT_S)
 
     executions = executions_file.read_text().splitlines()
     winner = outcomes[0][1]

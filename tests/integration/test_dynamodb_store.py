@@ -532,7 +532,8 @@ def test_concurrent_claims_have_exactly_one_winner(
 ) -> None:
     """Racing claims on one key from one store: exactly one wins, the rest see the winner."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
-    store = DynamoDBPersistenceLayer(idempotency_table)
+    # A claim whose answer is late past the 3 s read timeout would be retried and find itself.
+    store = DynamoDBPersistenceLayer(idempotency_table, boto_config=Config(read_timeout=60))
     barrier = threading.Barrier(8)
     outcomes: dict[str, Any] = {}
 

@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import signal
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from idempotent_lambda import (
     IdempotencyRecord,
     InMemoryPersistenceLayer,
     Status,
+    _effects,
     idempotent,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
@@ -272,23 +272,41 @@ def test_a_completed_record_replays_across_skewed_instances(
     assert 1 == executions.total
 
 
-def test_waiting_on_a_clock_that_stands_still_ends_within_its_budget() -> None:
+def test_waiting_on_a_clock_that_stands_still_ends_within_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Regression: wait mode measured its budget only on the store's clock, so on a clock that
     does not move (a test's ManualClock) a duplicate of a never-ending call polled forever
     once its budget exceeded the longest pause (0.5 s). The pauses count now: the duplicate
-    gives up after about its budget (1 s)."""
+    gives up once its pauses add up to its budget (1 s). The pauses are recorded, not slept,
+    and the clock stays still, so the outcome does not depend on the machine's load."""
     clock = ManualClock()
     store = InMemoryPersistenceLayer(clock=clock)
     config = IdempotencyConfig(event_key_jmespath="order", wait_for_in_progress_seconds=1)
     executions = Executions()
+    pauses = RecordedPauses()
+    monkeypatch.setattr(_effects, "time", pauses)
 
     @idempotent(persistence_store=store, config=config, key_prefix="skew")
     def handler(event: dict[str, Any], context: Any) -> None:
         executions("run")
 
     _hold(store, clock)  # a holder whose lease never passes on this frozen clock
-    started = time.monotonic()
-    with watchdog(10), pytest.raises(IdempotencyAlreadyInProgressError):
+    with watchdog(60), pytest.raises(IdempotencyAlreadyInProgressError):
         handler(EVENT, FakeLambdaContext(30_000, clock=clock))
-    assert time.monotonic() - started < 5
+    assert 0.5 < sum(pauses.seconds) <= 1
     assert 0 == executions.total
+
+
+class RecordedPauses:
+    """Stands in for the ``time`` module of the engine's sync driver: pauses are only recorded.
+
+    A wait that pauses for more than a minute in all fails at once (the hang it would be).
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+        assert sum(self.seconds) <= 60, "the duplicate is still waiting: a hang"

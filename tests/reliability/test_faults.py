@@ -163,10 +163,17 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 def production_store(
     monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str, idempotency_table: str
 ) -> tuple[DynamoDBPersistenceLayer, ManualClock]:
-    """Return a store that builds its own client (production retries and timeouts)."""
+    """Return a store that builds its own client (production retries and timeouts).
+
+    Only the read timeout is raised (3 s in production), so that a loaded machine's slow answer
+    is never taken for a fault: the faults this suite studies are the injected ones.
+    """
+    from botocore.config import Config
+
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
     clock = ManualClock()
-    return DynamoDBPersistenceLayer(idempotency_table, clock=clock), clock
+    patient = Config(read_timeout=60)
+    return DynamoDBPersistenceLayer(idempotency_table, clock=clock, boto_config=patient), clock
 
 
 class Scenario:

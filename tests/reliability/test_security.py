@@ -228,7 +228,7 @@ def test_every_decision_is_logged_without_the_secret(log_hygiene: Any) -> None:
             raise ValueError("the body failed")
         if event.get("mode") == "block":
             started.set()
-            gate.wait(10)
+            gate.wait(60)
         if event.get("mode") == "unstorable":
             return {"card": SECRET, "object": object()}
         if event.get("mode") == "steal":
@@ -247,10 +247,10 @@ def test_every_decision_is_logged_without_the_secret(log_hygiene: Any) -> None:
     call({"card": SECRET})  # SKIPPED (no id)
     blocker = threading.Thread(target=call, args=({"id": 4, "card": SECRET, "mode": "block"},))
     blocker.start()
-    assert started.wait(10)
+    assert started.wait(60)
     call({"id": 4, "card": SECRET})  # IN_PROGRESS
     gate.set()
-    blocker.join(10)
+    blocker.join(60)
     clock.advance(seconds=1)
     call({"id": "stolen", "card": SECRET, "mode": "steal"})  # TAKEN_OVER inside, LEASE_LOST out
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from idempotent_lambda import Decision, IdempotencyPersistenceLayerError, IdempotencyRecord
 from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
+from idempotent_lambda.testing import ManualClock
 
 
 class StoreDownError(Exception):
@@ -71,6 +72,20 @@ class SpyStore:
         return self.inner.get(idempotency_key)
 
 
+class PollWatchingStore(SpyStore):
+    """A spy store that signals each time a waiter polls the record."""
+
+    def __init__(self, inner: PersistenceStore) -> None:
+        super().__init__(inner)
+        self.polled = threading.Event()
+
+    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read, then tell the test that a waiter is polling."""
+        record = super().get(idempotency_key)
+        self.polled.set()
+        return record
+
+
 class Decisions:
     """A ``decision_hook`` that remembers every decision, in order."""
 
@@ -116,3 +131,29 @@ def lease_end_ms(record: IdempotencyRecord) -> int:
     """Return a claimed record's lease end, which every claim has."""
     assert record.in_progress_expiry_timestamp is not None
     return record.in_progress_expiry_timestamp
+
+
+class SimulatedPauses:
+    """Stands in for the ``time`` module of the engine's sync driver: a wait polls on ``clock``.
+
+    Each pause between two polls is recorded and moves ``clock`` instead of sleeping, so how long
+    a duplicate waits is exact and does not depend on how loaded the machine is. A wait that goes
+    on past ``limit_s`` fails (the hang it would be without this stand-in). Install it with
+    ``monkeypatch.setattr(idempotent_lambda._effects, "time", SimulatedPauses(clock))``.
+    """
+
+    def __init__(self, clock: ManualClock, *, limit_s: float = 3600) -> None:
+        self.clock = clock
+        self.limit_s = limit_s
+        self.seconds: list[float] = []
+
+    @property
+    def total(self) -> float:
+        """Return the seconds paused so far, all pauses together."""
+        return sum(self.seconds)
+
+    def sleep(self, seconds: float) -> None:
+        """Record the pause and move the clock by it."""
+        self.seconds.append(seconds)
+        assert self.total <= self.limit_s, f"still waiting after {self.total:.1f} s: a hang"
+        self.clock.advance(seconds)

@@ -25,7 +25,7 @@ from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.events import http_events as ev
-from tests.unit._doubles import Decisions, SpyStore
+from tests.unit._doubles import Decisions, PollWatchingStore, SpyStore
 
 IETF_TYPE = "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/"
 
@@ -313,16 +313,17 @@ def test_wait_mode_returns_the_first_response_instead_of_409(
     shape: str, lambda_context: Any, idempotency_clock: ManualClock
 ) -> None:
     """With ``wait_for_in_progress_seconds`` a duplicate waits and gets the replay, not 409."""
-    store = SpyStore(InMemoryPersistenceLayer(clock=idempotency_clock))
-    release = threading.Event()
+    store = PollWatchingStore(InMemoryPersistenceLayer(clock=idempotency_clock))
+    inside, release = threading.Event(), threading.Event()
     runs: list[int] = []
 
     @idempotent_http(
-        persistence_store=store, config=IdempotencyConfig(wait_for_in_progress_seconds=5)
+        persistence_store=store, config=IdempotencyConfig(wait_for_in_progress_seconds=60)
     )
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         runs.append(1)
-        assert release.wait(10)
+        inside.set()
+        assert release.wait(60)
         return {"statusCode": 201, "body": "first"}
 
     results: dict[str, Any] = {}
@@ -330,17 +331,15 @@ def test_wait_mode_returns_the_first_response_instead_of_409(
         target=lambda: results.setdefault("first", handler(ev.make_event(shape, key="w"), None))
     )
     first.start()
-    while not runs:
-        threading.Event().wait(0.005)
+    assert inside.wait(60)
     second = threading.Thread(
         target=lambda: results.setdefault("second", handler(ev.make_event(shape, key="w"), None))
     )
     second.start()
-    while store.calls["get"] == 0:  # the duplicate is polling
-        threading.Event().wait(0.005)
+    assert store.polled.wait(60)  # the duplicate found the key in progress and is polling
     release.set()
-    first.join(10)
-    second.join(10)
+    first.join(60)
+    second.join(60)
     assert 1 == len(runs)
     assert 201 == results["second"]["statusCode"]
     assert "first" == results["second"]["body"]

@@ -91,7 +91,7 @@ def test_async_wait_does_not_block_the_event_loop(decisions: Decisions) -> None:
     """While a duplicate waits, other tasks keep running; then it gets the first result."""
     store = SpyStore(InMemoryPersistenceLayer())
     runs = Runs()
-    config = IdempotencyConfig(wait_for_in_progress_seconds=3, decision_hook=decisions)
+    config = IdempotencyConfig(wait_for_in_progress_seconds=60, decision_hook=decisions)
 
     async def main() -> tuple[Any, Any, int]:
         inside = asyncio.Event()
@@ -105,15 +105,15 @@ def test_async_wait_does_not_block_the_event_loop(decisions: Decisions) -> None:
                 await release.wait()
             return {"run": run}
 
-        first = asyncio.create_task(handler(EVENT, FakeLambdaContext(30_000)))
+        first = asyncio.create_task(handler(EVENT, FakeLambdaContext(120_000)))
         await inside.wait()
-        waiter = asyncio.create_task(handler(EVENT, FakeLambdaContext(30_000)))
+        waiter = asyncio.create_task(handler(EVENT, FakeLambdaContext(120_000)))
         ticks = 0
         while store.calls["get"] < 3:  # the waiter polls; this loop runs meanwhile
             ticks += 1
             await asyncio.sleep(0.005)
         release.set()
-        return await asyncio.wait_for(first, 5), await asyncio.wait_for(waiter, 5), ticks
+        return await asyncio.wait_for(first, 60), await asyncio.wait_for(waiter, 60), ticks
 
     first, waited, ticks = asyncio.run(main())
 

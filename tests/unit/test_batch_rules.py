@@ -33,7 +33,8 @@ from tests.unit._doubles import Decisions, SpyStore
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
 FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"
-WAIT_S = 5
+#: How long a thread waits for the others: only a hang exhausts it, however loaded the machine.
+WAIT_S = 60
 
 
 def message(

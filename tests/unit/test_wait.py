@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,28 +14,19 @@ from idempotent_lambda import (
     IdempotencyRecord,
     InMemoryPersistenceLayer,
     Status,
+    _effects,
     idempotent,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-from tests.unit._doubles import Decisions, Runs, SpyStore
+from tests.unit._doubles import Decisions, PollWatchingStore, Runs, SimulatedPauses
 
 EVENT = {"order_id": 7}
-TIMEOUT_S = 10
-
-
-class PollWatchingStore(SpyStore):
-    """A spy store that signals each time a waiter polls the record."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.polled = threading.Event()
-
-    def get(self, idempotency_key: str) -> IdempotencyRecord | None:
-        """Read, then tell the test that a waiter is polling."""
-        record = super().get(idempotency_key)
-        self.polled.set()
-        return record
+#: Bounds that only a hang exhausts, however loaded the machine: how long a test waits for a
+#: thread, how long a real duplicate may wait, and the remaining time of a real (wall) context.
+TIMEOUT_S = 60
+WAIT_S = 60
+CONTEXT_MS = 120_000
 
 
 class Holder:
@@ -103,11 +93,11 @@ def test_duplicate_waits_and_gets_the_first_result(decisions: Decisions) -> None
     """With wait mode on, a duplicate returns the first call's result; the body ran once."""
     store = PollWatchingStore(InMemoryPersistenceLayer())
     runs = Runs()
-    config = IdempotencyConfig(wait_for_in_progress_seconds=5, decision_hook=decisions)
+    config = IdempotencyConfig(wait_for_in_progress_seconds=WAIT_S, decision_hook=decisions)
     handler, holders = make_handler(store, config, runs)
-    first = Holder(handler, holders, FakeLambdaContext(30_000))
+    first = Holder(handler, holders, FakeLambdaContext(CONTEXT_MS))
 
-    thread, waiter = call_in_thread(lambda: handler(EVENT, FakeLambdaContext(30_000)))
+    thread, waiter = call_in_thread(lambda: handler(EVENT, FakeLambdaContext(CONTEXT_MS)))
     assert store.polled.wait(TIMEOUT_S)
     first.finish()
     thread.join(TIMEOUT_S)
@@ -119,49 +109,53 @@ def test_duplicate_waits_and_gets_the_first_result(decisions: Decisions) -> None
     assert "wait" == decisions.last.source
 
 
-def test_wait_is_bounded_by_the_waiters_remaining_time() -> None:
-    """A waiter with little time left gives up quickly with an in-progress error."""
-    store = InMemoryPersistenceLayer()
+def test_wait_is_bounded_by_the_waiters_remaining_time(
+    monkeypatch: pytest.MonkeyPatch, idempotency_clock: ManualClock
+) -> None:
+    """A waiter with little time left gives up within it, with an in-progress error."""
+    store = InMemoryPersistenceLayer(clock=idempotency_clock)
     runs = Runs()
     config = IdempotencyConfig(wait_for_in_progress_seconds=60)
     handler, holders = make_handler(store, config, runs)
-    first = Holder(handler, holders, FakeLambdaContext(30_000))
+    first = Holder(handler, holders, FakeLambdaContext(30_000, clock=idempotency_clock))
+    pauses = SimulatedPauses(idempotency_clock)
+    monkeypatch.setattr(_effects, "time", pauses)
 
-    started = time.monotonic()
     with pytest.raises(IdempotencyAlreadyInProgressError):
-        handler(EVENT, FakeLambdaContext(400))
-    waited = time.monotonic() - started
+        handler(EVENT, FakeLambdaContext(400, clock=idempotency_clock))
     first.finish()
 
-    assert waited < 2
+    assert 0 < pauses.total <= 0.4
     assert 1 == runs.count
 
 
-def test_wait_is_bounded_by_wait_for_in_progress_seconds() -> None:
+def test_wait_is_bounded_by_wait_for_in_progress_seconds(
+    monkeypatch: pytest.MonkeyPatch, idempotency_clock: ManualClock
+) -> None:
     """A waiter gives up after ``wait_for_in_progress_seconds`` even with time to spare."""
-    store = InMemoryPersistenceLayer()
+    store = InMemoryPersistenceLayer(clock=idempotency_clock)
     config = IdempotencyConfig(wait_for_in_progress_seconds=0.3)
     handler, holders = make_handler(store, config, Runs())
-    first = Holder(handler, holders, FakeLambdaContext(30_000))
+    first = Holder(handler, holders, FakeLambdaContext(30_000, clock=idempotency_clock))
+    pauses = SimulatedPauses(idempotency_clock)
+    monkeypatch.setattr(_effects, "time", pauses)
 
-    started = time.monotonic()
     with pytest.raises(IdempotencyAlreadyInProgressError):
-        handler(EVENT, FakeLambdaContext(30_000))
-    waited = time.monotonic() - started
+        handler(EVENT, FakeLambdaContext(30_000, clock=idempotency_clock))
     first.finish()
 
-    assert 0.1 < waited < 3
+    assert 0.1 < pauses.total <= 0.3
 
 
 def test_waiter_takes_over_after_the_first_call_releases(decisions: Decisions) -> None:
     """If the first call fails and releases, the waiter claims the key and runs the body."""
     store = PollWatchingStore(InMemoryPersistenceLayer())
     runs = Runs()
-    config = IdempotencyConfig(wait_for_in_progress_seconds=5, decision_hook=decisions)
+    config = IdempotencyConfig(wait_for_in_progress_seconds=WAIT_S, decision_hook=decisions)
     handler, holders = make_handler(store, config, runs, fail_first=True)
-    first = Holder(handler, holders, FakeLambdaContext(30_000))
+    first = Holder(handler, holders, FakeLambdaContext(CONTEXT_MS))
 
-    thread, waiter = call_in_thread(lambda: handler(EVENT, FakeLambdaContext(30_000)))
+    thread, waiter = call_in_thread(lambda: handler(EVENT, FakeLambdaContext(CONTEXT_MS)))
     assert store.polled.wait(TIMEOUT_S)
     first.finish()
     thread.join(TIMEOUT_S)
