@@ -51,6 +51,7 @@ from idempotent_lambda._result_codec import (
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
@@ -198,10 +199,12 @@ class IdempotentCall:
             outcome = yield from self._store(
                 inv, StoreCall("claim", store.claim, (claim,), inv.tally, window)
             )
-            if outcome.claimed:
-                previous = outcome.previous
-                break
             existing: IdempotencyRecord | None = outcome.previous
+            if existing is not None and existing.idempotency_key != inv.key:
+                yield from self._refuse_other_key(inv, "claim", held=outcome.claimed)
+            if outcome.claimed:
+                previous = existing
+                break
             if _is_own_claim(existing, inv):
                 # Our claim was written but its answer was lost (a timeout or 5xx after the
                 # write), and the client's retry met our own record: the key is ours.
@@ -486,9 +489,30 @@ class IdempotentCall:
             holder = yield from self._store(
                 inv, StoreCall("get", self.store.get, (inv.key,), inv.tally)
             )
+            if holder is not None and holder.idempotency_key != inv.key:
+                yield from self._refuse_other_key(inv, "get", held=False)
         if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
+
+    def _refuse_other_key(
+        self, inv: Invocation, operation: str, *, held: bool
+    ) -> Generator[Effect, Any, NoReturn]:
+        """Raise `IdempotencyKeySchemaError`: the store answered with another key's record.
+
+        Such a record says nothing about this key (a table keyed differently from its store
+        puts every key on one item), so it is neither replayed nor waited on. A claim that was
+        written over it (``held``) is released first.
+        """
+        error = IdempotencyKeySchemaError(
+            "the store answered with the record of another idempotency key: it is not keyed "
+            "the way it was configured (for DynamoDB, key_attr and sort_key_attr must name the "
+            "table's partition and sort key); nothing was replayed and the function did not run"
+        )
+        self._report(Outcome.STORE_ERROR, inv, None, error=type(error).__name__, op=operation)
+        if held:
+            yield from self._release(inv, error, 0.0)
+        raise error
 
     def _store(self, inv: Invocation, call: StoreCall, *, report_errors: bool = True) -> Flow:
         """Yield ``call``; a store failure is reported as STORE_ERROR when ``report_errors``."""
