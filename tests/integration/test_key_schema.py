@@ -77,12 +77,10 @@ def test_a_sort_key_on_a_table_keyed_only_on_id_fails_on_first_use(
     runs: list[int] = []
     handler = orders_handler(store, runs)
 
-    with operations(dynamodb_client) as first:
-        with pytest.raises(IdempotencyKeySchemaError) as raised:
-            handler({"order": 1}, FakeLambdaContext())
-    with operations(dynamodb_client) as second:
-        with pytest.raises(IdempotencyKeySchemaError):
-            handler({"order": 2}, FakeLambdaContext())
+    with operations(dynamodb_client) as first, pytest.raises(IdempotencyKeySchemaError) as raised:
+        handler({"order": 1}, FakeLambdaContext())
+    with operations(dynamodb_client) as second, pytest.raises(IdempotencyKeySchemaError):
+        handler({"order": 2}, FakeLambdaContext())
 
     message = str(raised.value)
     assert "keyed on id (HASH, type S)" in message
@@ -114,12 +112,10 @@ def test_no_sort_key_on_a_table_with_one_fails_on_first_use(
     runs: list[int] = []
     handler = orders_handler(store, runs)
 
-    with operations(dynamodb_client) as first:
-        with pytest.raises(IdempotencyKeySchemaError) as raised:
-            handler({"order": 1}, FakeLambdaContext())
-    with operations(dynamodb_client) as second:
-        with pytest.raises(IdempotencyKeySchemaError):
-            handler({"order": 1}, FakeLambdaContext())
+    with operations(dynamodb_client) as first, pytest.raises(IdempotencyKeySchemaError) as raised:
+        handler({"order": 1}, FakeLambdaContext())
+    with operations(dynamodb_client) as second, pytest.raises(IdempotencyKeySchemaError):
+        handler({"order": 1}, FakeLambdaContext())
 
     message = str(raised.value)
     assert "keyed on id (HASH, type S), sk (RANGE, type S)" in message
