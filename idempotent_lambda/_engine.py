@@ -12,8 +12,8 @@ every rule here (fencing, waiting, takeover, release, transactions, unstorable r
 sequence of store calls with decisions between them, and none of the decisions depend on how a
 call is awaited. Written once, each rule has one place to read, test and fix, and the sync and
 async paths cannot drift apart; the price is one generator step per store call (microseconds,
-beside milliseconds of round trip). Only the drivers know about threads and event loops, and
-each is a dozen lines.
+beside milliseconds of round trip). Only the drivers know about threads, event loops and
+cancellation, and each is a few dozen lines.
 """
 
 from __future__ import annotations
