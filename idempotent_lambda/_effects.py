@@ -100,18 +100,43 @@ def run_sync(flow: Flow, body: Callable[[], T]) -> T:
 
 
 async def run_async(flow: Flow, body: Callable[[], Awaitable[T]]) -> T:
-    """Carry out a flow's effects without blocking the event loop and return its result."""
+    """Carry out a flow's effects without blocking the event loop and return its result.
+
+    Cancelling the task never interrupts a store call: the call runs in a worker thread and
+    cannot be stopped, so a flow cut off there would not know whether its claim or completion
+    was written, and the record would stay IN_PROGRESS until its lease ended. The driver lets the
+    call finish and hands its outcome to the flow, then delivers the cancellation at the flow's
+    next step (the body that has not started yet, or a pause), or once the flow is done. So a
+    claim just written is released, a completion is written (or its unstorable marker), and
+    the task then raises `asyncio.CancelledError`, at most one store call's time later.
+    """
     import asyncio  # only async callers pay for importing it
 
     steps = _Steps(flow)
-    for effect in steps:
-        with steps.answer(effect):
-            if effect is RUN_BODY:
-                steps.sent = await body()
-            elif type(effect) is StoreCall:
-                steps.sent = await asyncio.to_thread(effect)
-            else:
-                await asyncio.sleep(cast(Pause, effect).seconds)
+    cancelled: asyncio.CancelledError | None = None
+    try:
+        for effect in steps:
+            with steps.answer(effect):
+                if cancelled is not None and type(effect) is not StoreCall:
+                    raise cancelled  # into the flow, which releases a claim it holds
+                if effect is RUN_BODY:
+                    steps.sent = await body()
+                elif type(effect) is StoreCall:
+                    call = asyncio.ensure_future(asyncio.to_thread(effect))
+                    while not call.done():
+                        try:
+                            await asyncio.wait((call,))  # cancelling this leaves `call` running
+                        except asyncio.CancelledError as exc:
+                            cancelled = exc
+                    steps.sent = call.result()
+                else:
+                    await asyncio.sleep(cast(Pause, effect).seconds)
+    except Exception as exc:
+        if cancelled is not None:
+            raise cancelled from exc  # the flow's own error, once it settled the record
+        raise
+    if cancelled is not None:
+        raise cancelled
     return cast(T, steps.result)
 
 

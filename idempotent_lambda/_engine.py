@@ -12,15 +12,15 @@ every rule here (fencing, waiting, takeover, release, transactions, unstorable r
 sequence of store calls with decisions between them, and none of the decisions depend on how a
 call is awaited. Written once, each rule has one place to read, test and fix, and the sync and
 async paths cannot drift apart; the price is one generator step per store call (microseconds,
-beside milliseconds of round trip). Only the drivers know about threads and event loops, and
-each is a dozen lines.
+beside milliseconds of round trip). Only the drivers know about threads, event loops and
+cancellation, and each is a few dozen lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from idempotent_lambda._cache import LocalCache
 from idempotent_lambda._effects import (
@@ -51,6 +51,7 @@ from idempotent_lambda._result_codec import (
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
@@ -198,10 +199,12 @@ class IdempotentCall:
             outcome = yield from self._store(
                 inv, StoreCall("claim", store.claim, (claim,), inv.tally, window)
             )
-            if outcome.claimed:
-                previous = outcome.previous
-                break
             existing: IdempotencyRecord | None = outcome.previous
+            if existing is not None and existing.idempotency_key != inv.key:
+                yield from self._refuse_other_key(inv, "claim", held=outcome.claimed)
+            if outcome.claimed:
+                previous = existing
+                break
             if _is_own_claim(existing, inv):
                 # Our claim was written but its answer was lost (a timeout or 5xx after the
                 # write), and the client's retry met our own record: the key is ours.
@@ -228,7 +231,12 @@ class IdempotentCall:
         return (yield from self._run_and_record(inv, took_over))
 
     def _run_and_record(self, inv: Invocation, took_over: bool) -> Flow:
-        """Run the body under this invocation's claim, then complete (or release) the record."""
+        """Run the body under this invocation's claim, then complete (or release) the record.
+
+        Once the body has returned, whatever goes wrong deciding whether to keep its result,
+        encoding it or storing it (except a store outage, see `_complete`) ends in
+        `_refuse_unstorable`: the record never stays IN_PROGRESS for the body to run again.
+        """
         started = perf_counter()
         transaction = open_transaction(self.store)  # current_transaction() while the body runs
         try:
@@ -239,34 +247,83 @@ class IdempotentCall:
             raise
         writes = close_transaction(transaction)
         handler_ms = _ms_since(started)
-        if self.store_result_if is not None and not self.store_result_if(result):
+        try:
+            data = encode_result(self._to_storable(result)) if self._keeps(result) else None
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._refuse_unstorable(inv, exc, handler_ms, writes)
+        if data is None:
             yield from self._release(inv, None, handler_ms)  # not kept: a retry runs again
             return result
         if writes:
-            completed = yield from self._commit(inv, result, handler_ms, writes)
+            completed = yield from self._commit(inv, data, handler_ms, writes)
         else:
-            completed = yield from self._complete(inv, result, handler_ms)
+            completed = yield from self._complete(inv, data, handler_ms)
         if completed:
             self._report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED, inv, handler_ms)
         return result
 
-    def _complete(self, inv: Invocation, result: Any, handler_ms: float) -> Flow:
-        """Complete the record with the body's result; False when that failed (and is logged).
+    def _keeps(self, result: Any) -> bool:
+        """Ask the adapter's ``store_result_if`` whether to keep ``result``; True without one.
 
-        A store failure or a lost lease is only logged: the caller still gets the result. An
-        unstorable result leaves a marker, so retries raise too, and raises now.
+        Raises:
+            IdempotencyUnstorableResultError: The filter raised (a user's ``store_4xx``, say):
+                the result cannot be kept or dropped safely, so it counts as unstorable.
+        """
+        if self.store_result_if is None:
+            return True
+        try:
+            return bool(self.store_result_if(result))
+        except Exception as exc:
+            raise IdempotencyUnstorableResultError(
+                "deciding whether to store the result failed: the adapter's store_result_if "
+                f"(for HTTP, store_4xx) raised {type(exc).__name__}"
+            ) from exc
+
+    def _complete(self, inv: Invocation, data: str, handler_ms: float) -> Flow:
+        """Complete the record with the encoded result; False when that failed (and is logged).
+
+        A store failure or a lost lease is only logged: the caller still gets the result, and
+        the record stays IN_PROGRESS until its lease ends. A result the store refuses (too
+        large) or fails to write with an error of its own (its compressor, say) is unstorable.
         """
         try:
-            ok = yield from self._write_completed(inv, encode_result(self._to_storable(result)))
+            ok = yield from self._write_completed(inv, data)
         except IdempotencyUnstorableResultError as exc:
-            yield from self._store_marker(inv, str(exc), handler_ms)
-            raise
+            yield from self._refuse_unstorable(inv, exc, handler_ms)
         except IdempotencyPersistenceLayerError as exc:
             self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return False
+        except Exception as exc:
+            unstorable = IdempotencyUnstorableResultError(
+                f"the store failed to write the result: {type(exc).__name__}"
+            )
+            unstorable.__cause__ = exc
+            yield from self._refuse_unstorable(inv, unstorable, handler_ms)
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms)
         return ok
+
+    def _refuse_unstorable(
+        self,
+        inv: Invocation,
+        error: IdempotencyUnstorableResultError,
+        handler_ms: float,
+        writes: Sequence[TransactItem] = (),
+    ) -> Generator[Effect, Any, NoReturn]:
+        """Settle the record of a result that cannot be stored, then raise.
+
+        Without business writes the record is completed with a marker, so retries raise
+        ``error`` too instead of running the body again. With writes nothing was done (they
+        commit only with the record): the record is released and `IdempotencyTransactionError`
+        raised.
+        """
+        if writes:
+            yield from self._release(inv, error, handler_ms, reason=type(error).__name__)
+            raise IdempotencyTransactionError(
+                f"nothing was written, because the result cannot be stored: {error}"
+            ) from error
+        yield from self._store_marker(inv, str(error), handler_ms)
+        raise error
 
     def _answer_was_lost(self, inv: Invocation, expected: Status | None) -> Flow:
         """After a refused complete/release, tell whether our own write is what refused it.
@@ -287,7 +344,7 @@ class IdempotentCall:
         return record is not None and record.status is expected and record.owner == inv.owner
 
     def _commit(
-        self, inv: Invocation, result: Any, handler_ms: float, writes: Sequence[TransactItem]
+        self, inv: Invocation, data: str, handler_ms: float, writes: Sequence[TransactItem]
     ) -> Flow:
         """Complete in one transaction with the body's business writes: all commit, or none.
 
@@ -296,16 +353,13 @@ class IdempotentCall:
         commit).
         """
         try:
-            data = encode_result(self._to_storable(result))
             ok = yield from self._write_completed(inv, data, writes)
+        except IdempotencyUnstorableResultError as exc:  # no marker: nothing is done
+            yield from self._refuse_unstorable(inv, exc, handler_ms, writes)
         except Exception as exc:
             store_failed = isinstance(exc, IdempotencyPersistenceLayerError)
             reason = _cause_name(exc) if store_failed else type(exc).__name__
             yield from self._release(inv, exc, handler_ms, reason=reason)
-            if isinstance(exc, IdempotencyUnstorableResultError):  # no marker: nothing is done
-                raise IdempotencyTransactionError(
-                    f"nothing was written, because the result cannot be stored: {exc}"
-                ) from exc
             raise
         if not ok:
             self._report(Outcome.LEASE_LOST, inv, handler_ms, op="complete")
@@ -370,7 +424,7 @@ class IdempotentCall:
         """Complete with a marker so retries raise too instead of running the body again."""
         try:
             yield from self._write_completed(inv, unstorable_marker(reason))
-        except IdempotencyPersistenceLayerError as exc:
+        except Exception as exc:  # an outage: the record stays IN_PROGRESS until its lease ends
             self._report(Outcome.COMPLETE_FAILED, inv, handler_ms, error=_cause_name(exc))
             return
         self._report(Outcome.UNSTORABLE, inv, handler_ms)
@@ -435,9 +489,30 @@ class IdempotentCall:
             holder = yield from self._store(
                 inv, StoreCall("get", self.store.get, (inv.key,), inv.tally)
             )
+            if holder is not None and holder.idempotency_key != inv.key:
+                yield from self._refuse_other_key(inv, "get", held=False)
         if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
+
+    def _refuse_other_key(
+        self, inv: Invocation, operation: str, *, held: bool
+    ) -> Generator[Effect, Any, NoReturn]:
+        """Raise `IdempotencyKeySchemaError`: the store answered with another key's record.
+
+        Such a record says nothing about this key (a table keyed differently from its store
+        puts every key on one item), so it is neither replayed nor waited on. A claim that was
+        written over it (``held``) is released first.
+        """
+        error = IdempotencyKeySchemaError(
+            "the store answered with the record of another idempotency key: it is not keyed "
+            "the way it was configured (for DynamoDB, key_attr and sort_key_attr must name the "
+            "table's partition and sort key); nothing was replayed and the function did not run"
+        )
+        self._report(Outcome.STORE_ERROR, inv, None, error=type(error).__name__, op=operation)
+        if held:
+            yield from self._release(inv, error, 0.0)
+        raise error
 
     def _store(self, inv: Invocation, call: StoreCall, *, report_errors: bool = True) -> Flow:
         """Yield ``call``; a store failure is reported as STORE_ERROR when ``report_errors``."""

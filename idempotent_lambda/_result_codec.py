@@ -50,7 +50,8 @@ def encode_result(value: Any) -> str:
     """Return the stored text of ``value``.
 
     Raises:
-        IdempotencyUnstorableResultError: ``value`` holds something with no stored form.
+        IdempotencyUnstorableResultError: ``value`` holds something with no stored form, or
+            `json` refuses it (any exception from encoding becomes this error).
     """
     try:
         plain = value if _is_plain(value) else _wrap(value)
@@ -58,6 +59,12 @@ def encode_result(value: Any) -> str:
         return json.dumps(plain, separators=(",", ":"), ensure_ascii=False, check_circular=False)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
+    except IdempotencyUnstorableResultError:
+        raise
+    except Exception as exc:  # json's own refusal: an int too long to write as text (ValueError)
+        raise IdempotencyUnstorableResultError(
+            f"result cannot be written as JSON ({type(exc).__name__})"
+        ) from exc
 
 
 _SCALARS = (str, int, bool, type(None))

@@ -16,7 +16,8 @@ Every error the library raises on its own account derives from `IdempotencyError
     │   ├── IdempotencyInvalidStatusError
     │   ├── IdempotencyPersistenceConnectionError
     │   ├── IdempotencyPersistenceConsistencyError
-    │   └── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
+    │   ├── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
+    │   └── IdempotencyKeySchemaError           the store is not keyed the way it was configured
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
     └── IdempotencyTransactionError         business writes cannot commit with the record
         └── IdempotencyTransactionConflictError   a business write's condition failed
@@ -65,6 +66,22 @@ class IdempotencyAlreadyInProgressError(IdempotencyError):
 
 class IdempotencyPersistenceLayerError(IdempotencyError):
     """The persistence store failed; the underlying error is chained as ``__cause__``."""
+
+
+class IdempotencyKeySchemaError(IdempotencyPersistenceLayerError):
+    """The store is not keyed the way it was configured, so it would mix up idempotency keys.
+
+    The engine raises it when the store answers one key with the record of another: such a
+    record is never replayed, waited on or validated against, and the function does not run.
+    `DynamoDBPersistenceLayer` raises it on first use when the table's key schema differs from
+    its ``key_attr``/``sort_key_attr`` (for instance ``sort_key_attr`` on a table whose only
+    key is ``id``, where every key would share one item).
+
+    A store error rather than an `IdempotencyConfigError`: it is found at the first store call,
+    not when the config is built (the config error's promise), and the handling store errors
+    already get is the right one: nothing ran, the HTTP adapter answers 503, a batch record is
+    reported failed and retried, and all of it stops once the table or the store is fixed.
+    """
 
 
 class IdempotencyUnstorableResultError(IdempotencyError):
@@ -191,6 +208,7 @@ __all__ = [
     "IdempotencyItemAlreadyExistsError",
     "IdempotencyItemNotFoundError",
     "IdempotencyKeyError",
+    "IdempotencyKeySchemaError",
     "IdempotencyModelTypeError",
     "IdempotencyNoSerializationModelError",
     "IdempotencyPersistenceConfigError",

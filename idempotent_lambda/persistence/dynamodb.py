@@ -20,6 +20,7 @@ from idempotent_lambda.persistence import _dynamodb_operator as operator
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
+from idempotent_lambda.persistence._dynamodb_key_schema import KeySchemaCheck
 from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
 from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._s3_offload import LargeResults, account_of, is_reference
@@ -73,6 +74,10 @@ class DynamoDBPersistenceLayer:
     Errors: every botocore/boto3 failure becomes `IdempotencyPersistenceLayerError` naming the
     operation and error code, with the original as ``__cause__``. So does an item that does not
     follow the record format, never a bare ``KeyError``; messages never contain item contents.
+    A table keyed differently from ``key_attr``/``sort_key_attr`` raises
+    `IdempotencyKeySchemaError` on first use, saying how the table is keyed. In composite-key
+    mode that takes one ``DescribeTable`` on first use (optional in IAM: without it the check is
+    skipped, see `persistence._dynamodb_key_schema`).
 
     Args:
         table_name: The table; its partition key is ``key_attr`` (and sort key ``sort_key_attr``).
@@ -147,6 +152,7 @@ class DynamoDBPersistenceLayer:
             validation_key_attr=validation_key_attr,
             owner_attr=owner_attr,
         )
+        self._key_schema = KeySchemaCheck(self._schema, table_name)
         self._threshold = compression_threshold_bytes
         self._large = LargeResults(
             bucket=large_result_bucket,
@@ -418,9 +424,19 @@ class DynamoDBPersistenceLayer:
 
     @contextmanager
     def _request(self, operation: str) -> Iterator[DynamoDBClient]:
-        """Yield the client; translate any botocore error raised inside into our error type."""
+        """Yield the client; translate any botocore error raised inside into our error type.
+
+        A table keyed differently from this store is reported as `IdempotencyKeySchemaError`
+        (see `persistence._dynamodb_key_schema`).
+        """
         with translate_errors("DynamoDB", operation):
-            yield self._client.get()
+            client = self._client.get()
+            self._key_schema.before(client)
+            try:
+                yield client
+            except client.exceptions.ClientError as exc:
+                self._key_schema.explain(client, operation, exc.response.get("Error", {}))
+                raise
 
     def _get_client(self) -> DynamoDBClient:
         """Return the client, building it on first use."""
