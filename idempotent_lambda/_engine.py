@@ -43,8 +43,6 @@ from idempotent_lambda._lambda_context import (
 from idempotent_lambda._observability import Decision, Outcome, audience, report
 from idempotent_lambda._result_codec import (
     UNSTORABLE_START,
-    decode_result,
-    encode_result,
     unstorable_marker,
     unstorable_reason,
 )
@@ -56,7 +54,12 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore, TransactItem, transactional
+from idempotent_lambda.persistence.base import (
+    PersistenceStore,
+    TransactItem,
+    store_for_format,
+    transactional,
+)
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import NoOpSerializer
 from idempotent_lambda.transaction import close_transaction, open_transaction
@@ -99,7 +102,7 @@ class IdempotentCall:
         """Bind one decorated function's collaborators.
 
         Args:
-            store: Where records live.
+            store: Where records live; its view for ``config.record_format`` is used.
             config: The function's settings.
             function_name: Used in log lines and decisions.
             serializer: ``to_dict``/``from_dict`` pair for results.
@@ -107,8 +110,10 @@ class IdempotentCall:
                 is released (an HTTP 5xx, say), so a retry runs the body again.
             on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
         """
-        self.store = store
+        self.store = store_for_format(store, config.record_format)
         self.config = config
+        self._encode_result = config.format.encode_result
+        self._decode_result = config.format.decode_result
         self.function_name = function_name
         self.serializer = serializer
         self.store_result_if = store_result_if
@@ -257,7 +262,7 @@ class IdempotentCall:
         unstorable result leaves a marker, so retries raise too, and raises now.
         """
         try:
-            ok = yield from self._write_completed(inv, encode_result(self._to_storable(result)))
+            ok = yield from self._write_completed(inv, self._encode_result(self._to_storable(result)))
         except IdempotencyUnstorableResultError as exc:
             yield from self._store_marker(inv, str(exc), handler_ms)
             raise
@@ -296,7 +301,7 @@ class IdempotentCall:
         commit).
         """
         try:
-            data = encode_result(self._to_storable(result))
+            data = self._encode_result(self._to_storable(result))
             ok = yield from self._write_completed(inv, data, writes)
         except Exception as exc:
             store_failed = isinstance(exc, IdempotencyPersistenceLayerError)
@@ -468,7 +473,7 @@ class IdempotentCall:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"
             )
-        response = decode_result(data)
+        response = self._decode_result(data)
         if self._rebuild is not None:
             response = self._rebuild(response)
         if self.config.response_hook is not None:

@@ -190,7 +190,7 @@ class IdentityReader:
             "method": request.method,
             "path": request.path,
             "query": [[name, list(values)] for name, values in request.query],
-            "body": hashlib.new(self.config.hash_function, body).hexdigest(),
+            "body": hashlib.new(self.config.hash_name, body).hexdigest(),
         }
 
     def _extract(self, extract: Callable[[Any], Any], view: Any, family: Family) -> Any:
