@@ -262,7 +262,9 @@ class IdempotentCall:
         unstorable result leaves a marker, so retries raise too, and raises now.
         """
         try:
-            ok = yield from self._write_completed(inv, self._encode_result(self._to_storable(result)))
+            ok = yield from self._write_completed(
+                inv, self._encode_result(self._to_storable(result))
+            )
         except IdempotencyUnstorableResultError as exc:
             yield from self._store_marker(inv, str(exc), handler_ms)
             raise

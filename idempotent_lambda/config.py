@@ -135,8 +135,7 @@ class IdempotencyConfig:
         wait = self.wait_for_in_progress_seconds
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
             raise IdempotencyConfigError("wait_for_in_progress_seconds must be a number >= 0")
-        known = isinstance(self.record_format, str) and self.record_format in FORMATS
-        if not known:
+        if not (isinstance(self.record_format, str) and self.record_format in FORMATS):
             raise IdempotencyConfigError(
                 f"record_format must be one of {sorted(FORMATS)}, got {self.record_format!r}"
             )

@@ -107,7 +107,9 @@ def _decorator(
             serializer=serializer_for(function),
         )
         prefix = (
-            prefix_source(function, settings.format) if key_prefix is None else _constant(key_prefix)
+            prefix_source(function, settings.format)
+            if key_prefix is None
+            else _constant(key_prefix)
         )
         clock = store.clock
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     Item = dict[str, AttributeValueTypeDef]
     ReadItem = Mapping[str, AttributeValueTypeDef]
 
+
 class CorruptItemError(IdempotencyPersistenceLayerError):
     """A stored item does not follow the record format; raised instead of KeyError/ValueError."""
 

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     Request = Callable[[str], AbstractContextManager[DynamoDBClient]]
 
 
-
 @dataclass(frozen=True, slots=True)
 class ScanPage:
     """One page of a table read.

@@ -28,7 +28,7 @@ from idempotent_lambda.persistence.base import (
     ClaimOutcome,
     TransactItem,
 )
-from idempotent_lambda.record import IdempotencyRecord, Status
+from idempotent_lambda.record import IdempotencyRecord
 
 if TYPE_CHECKING:
     import boto3
@@ -184,7 +184,12 @@ class DynamoDBPersistenceLayer:
         )
         view._threshold = sys.maxsize
         view._large = LargeResults(
-            bucket=None, prefix=None, threshold_bytes=None, client=None, session=None, boto_config=None
+            bucket=None,
+            prefix=None,
+            threshold_bytes=None,
+            client=None,
+            session=None,
+            boto_config=None,
         )
         return view
 
