@@ -99,11 +99,12 @@ def test_defaults_match_the_contract() -> None:
         config.wait_for_in_progress_seconds,
         config.use_local_cache,
         config.local_cache_max_items,
-        config.hash_function,
+        config.hash_name,
         config.jmespath_options,
         config.response_hook,
+        config.record_format,
     )
-    assert ("", "", False, 3600, None, 900, 0, False, 256, "sha256", None, None) == actual
+    assert ("", "", False, 3600, None, 900, 0, False, 256, "sha256", None, None, "native") == actual
 
 
 @pytest.mark.parametrize(
