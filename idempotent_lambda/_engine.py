@@ -109,6 +109,9 @@ class IdempotentCall:
             store_result_if: Adapters' filter: a result it rejects is not stored and the record
                 is released (an HTTP 5xx, say), so a retry runs the body again.
             on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+
+        Raises:
+            IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
         """
         self.store = store_for_format(store, config.record_format)
         self.config = config
