@@ -114,6 +114,9 @@ class RedisCachePersistenceLayer:
     ``compression_threshold_bytes`` are stored zlib-compressed, and a result too large for a
     DynamoDB item is refused here too, so a function behaves the same on either store.
 
+    A function configured with ``record_format="powertools"`` uses the view
+    `with_record_format` returns: Powertools' layout, one JSON string per key.
+
     Give it a client (redis-py, valkey-py, valkey-glide-sync, or the coroutine valkey-glide's
     asyncio ``GlideClient.create`` returns; standalone or cluster), or the connection options,
     from which it builds a redis-py client on first use. Client errors
