@@ -125,7 +125,10 @@ class DynamoDBPersistenceLayer:
         large_result_threshold_bytes: int | None = None,
         s3_client: Any = None,
     ) -> None:
-        self._static_pk_given = static_pk_value is not None
+        # Powertools' own default, read now as Powertools reads it, for the "powertools" view.
+        self._powertools_pk = static_pk_value
+        if static_pk_value is None:
+            self._powertools_pk = f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
         if static_pk_value is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
             static_pk_value = f"idempotency#{function_name}"
@@ -176,11 +179,10 @@ class DynamoDBPersistenceLayer:
         if record_format != "powertools":
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
         view = copy.copy(self)  # shares the lazily built client
-        static_pk_value = self._schema.static_pk_value
-        if not self._static_pk_given:
-            static_pk_value = f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
         view._schema = replace(
-            self._schema, in_progress_value=POWERTOOLS_IN_PROGRESS, static_pk_value=static_pk_value
+            self._schema,
+            in_progress_value=POWERTOOLS_IN_PROGRESS,
+            static_pk_value=self._powertools_pk,
         )
         view._threshold = sys.maxsize
         view._large = LargeResults(

@@ -314,3 +314,36 @@ class Race:
         except IN_PROGRESS_ERRORS as exc:
             self.refused.append(exc)
             self.loser_done.set()
+
+
+@pytest.mark.parametrize("function_name", [None, "orders"])
+def test_composite_keys_share_powertools_partition(
+    make_table: Callable[..., str],
+    dynamodb_client: Any,
+    function_name: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a sort key, both default the partition to ``idempotency#{function name}``."""
+    if function_name is None:
+        monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    else:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", function_name)
+    table = make_table(key_attr="pk", sort_key_attr="sk")
+    options = {"key_attr": "pk", "sort_key_attr": "sk"}
+    fleet = Fleet(
+        "dynamodb",
+        lambda: pt.DynamoDBPersistenceLayer(table, boto3_client=dynamodb_client, **options),
+        lambda clock: DynamoDBPersistenceLayer(
+            table, boto3_client=dynamodb_client, clock=clock, **options
+        ),
+    )
+    body = Body()
+    theirs, ours = both(fleet, body)
+
+    first = theirs({"id": "o-1"}, context())
+    second = ours({"id": "o-2"}, context())
+
+    assert (first, second) == (ours({"id": "o-1"}, context()), theirs({"id": "o-2"}, context()))
+    assert 2 == body.calls
+    partitions = {item["pk"]["S"] for item in dynamodb_client.scan(TableName=table)["Items"]}
+    assert {f"idempotency#{function_name or ''}"} == partitions
