@@ -126,9 +126,11 @@ class DynamoDBPersistenceLayer:
         s3_client: Any = None,
     ) -> None:
         # Powertools' own default, read now as Powertools reads it, for the "powertools" view.
-        self._powertools_pk = static_pk_value
-        if static_pk_value is None:
-            self._powertools_pk = f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
+        self._powertools_pk = (
+            f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
+            if static_pk_value is None
+            else static_pk_value
+        )
         if static_pk_value is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
             static_pk_value = f"idempotency#{function_name}"
