@@ -43,8 +43,6 @@ from idempotent_lambda._lambda_context import (
 from idempotent_lambda._observability import Decision, Outcome, audience, report
 from idempotent_lambda._result_codec import (
     UNSTORABLE_START,
-    decode_result,
-    encode_result,
     unstorable_marker,
     unstorable_reason,
 )
@@ -57,7 +55,12 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore, TransactItem, transactional
+from idempotent_lambda.persistence.base import (
+    PersistenceStore,
+    TransactItem,
+    store_for_format,
+    transactional,
+)
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import NoOpSerializer
 from idempotent_lambda.transaction import close_transaction, open_transaction
@@ -100,16 +103,21 @@ class IdempotentCall:
         """Bind one decorated function's collaborators.
 
         Args:
-            store: Where records live.
+            store: Where records live; its view for ``config.record_format`` is used.
             config: The function's settings.
             function_name: Used in log lines and decisions.
             serializer: ``to_dict``/``from_dict`` pair for results.
             store_result_if: Adapters' filter: a result it rejects is not stored and the record
                 is released (an HTTP 5xx, say), so a retry runs the body again.
             on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+
+        Raises:
+            IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
         """
-        self.store = store
+        self.store = store_for_format(store, config.record_format)
         self.config = config
+        self._encode_result = config.format.encode_result
+        self._decode_result = config.format.decode_result
         self.function_name = function_name
         self.serializer = serializer
         self.store_result_if = store_result_if
@@ -248,7 +256,7 @@ class IdempotentCall:
         writes = close_transaction(transaction)
         handler_ms = _ms_since(started)
         try:
-            data = encode_result(self._to_storable(result)) if self._keeps(result) else None
+            data = self._encode_result(self._to_storable(result)) if self._keeps(result) else None
         except IdempotencyUnstorableResultError as exc:
             yield from self._refuse_unstorable(inv, exc, handler_ms, writes)
         if data is None:
@@ -543,7 +551,7 @@ class IdempotentCall:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"
             )
-        response = decode_result(data)
+        response = self._decode_result(data)
         if self._rebuild is not None:
             response = self._rebuild(response)
         if self.config.response_hook is not None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from idempotent_lambda._canonical import canonical_bytes, to_plain
 from idempotent_lambda._effects import StoreTally
 from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
+from idempotent_lambda._record_format import NATIVE, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
@@ -50,12 +49,18 @@ def default_prefix(function: Callable[..., Any]) -> str:
     return f"{lambda_function_name()}.{function.__module__}.{function.__qualname__}"
 
 
-def prefix_source(function: Callable[..., Any]) -> Callable[[], str]:
+def prefix_source(
+    function: Callable[..., Any], record_format: RecordFormat = NATIVE
+) -> Callable[[], str]:
     """Return a function that answers `default_prefix` for ``function`` on every call.
 
     The environment is still read on each call; the prefix is rebuilt only when the function name
-    it reads has changed.
+    it reads has changed. Another ``record_format`` names an unnamed function its own way.
     """
+    if record_format is not NATIVE:
+        function_name = record_format.function_name
+        path = f"{function.__module__}.{function.__qualname__}"
+        return lambda: f"{function_name()}.{path}"
     built = ("", "")
 
     def prefix() -> str:
@@ -69,18 +74,12 @@ def prefix_source(function: Callable[..., Any]) -> Callable[[], str]:
 
 
 def digest(config: IdempotencyConfig, value: Any) -> str:
-    """Hash the canonical JSON of ``value`` with the config's hash function.
+    """Hash ``value`` as the config's record format does, with the config's hash function.
 
     Raises:
-        IdempotencyKeyError: ``value`` has no canonical form, or is nested too deeply to hash.
+        IdempotencyKeyError: ``value`` has no JSON form in that format, or is nested too deeply.
     """
-    try:
-        data = canonical_bytes(value)
-    except RecursionError as exc:
-        raise IdempotencyKeyError("key material is nested too deeply to hash") from exc
-    except ValueError as exc:  # an int too long to convert to text
-        raise IdempotencyKeyError(f"key material cannot be hashed: {exc}") from exc
-    return hashlib.new(config.hash_function, data).hexdigest()
+    return config.format.digest(config.hash_name, value)
 
 
 def is_missing(material: Any) -> bool:
@@ -109,7 +108,7 @@ def derive_invocation(
         IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
             found something that cannot be hashed.
     """
-    extracted = config.extract(to_plain(payload))
+    extracted = config.extract(config.format.prepare(payload))
     return build_invocation(
         config,
         material=extracted.key,

@@ -105,7 +105,7 @@ def decode_result(text: str) -> Any:
         # Only text holding a '"$' can hold a wrapper: the rest needs no object hook.
         return json.loads(text, object_hook=_unwrap) if '"$' in text else json.loads(text)
     except _NOT_DECODABLE as exc:
-        raise _corrupt(exc) from exc
+        raise corrupt(exc) from exc
 
 
 def unstorable_marker(reason: str) -> str:
@@ -120,10 +120,11 @@ def unstorable_reason(text: str) -> str | None:
     try:
         return str(json.loads(text)[UNSTORABLE_TAG])
     except (*_NOT_DECODABLE, KeyError) as exc:
-        raise _corrupt(exc) from exc
+        raise corrupt(exc) from exc
 
 
-def _corrupt(exc: BaseException) -> IdempotencyPersistenceLayerError:
+def corrupt(exc: BaseException) -> IdempotencyPersistenceLayerError:
+    """Return the error for a stored result that does not decode (a corrupt record)."""
     return IdempotencyPersistenceLayerError(
         f"the stored result does not decode ({type(exc).__name__}): the record is corrupt"
     )

@@ -14,6 +14,7 @@ from jmespath.visitor import TreeInterpreter
 
 from idempotent_lambda._jmespath_functions import with_builtins
 from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
+from idempotent_lambda._record_format import FORMATS, RecordFormat, RecordFormatName
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class IdempotencyConfig:
     """Settings of one decorated function; validated and compiled when built.
 
     The names and defaults match Powertools' ``IdempotencyConfig`` except ``hash_function``, which
-    defaults to sha256 here. Each decorator keeps its own config, even when functions share a store.
+    defaults to sha256 here (md5, as in Powertools, with ``record_format="powertools"``). Each
+    decorator keeps its own config, even when functions share a store.
 
     Attributes:
         event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
@@ -60,7 +62,9 @@ class IdempotencyConfig:
         expires_after_seconds: How long a completed result is replayed.
         use_local_cache: Keep completed records in a per-function, per-process LRU.
         local_cache_max_items: Capacity of that LRU.
-        hash_function: Any `hashlib` algorithm name with a fixed digest size.
+        hash_function: Any `hashlib` algorithm name with a fixed digest size; None (the default)
+            means the record format's own: sha256 for ``"native"``, md5 for ``"powertools"``.
+            `hash_name` says which is used.
         lambda_context: A context to fall back on when none is bound (Powertools compatibility).
         response_hook: ``hook(response, record) -> response``, applied to replays only.
         in_progress_expiry_seconds: Lease of an IN_PROGRESS record when no Lambda context is
@@ -74,6 +78,11 @@ class IdempotencyConfig:
         logger: Where decision lines go: a `logging.Logger`, or a Powertools ``Logger`` so they
             come out in its structured format with an ``idempotency`` key; by default the
             ``idempotent_lambda`` logger. Powertools is never required.
+        record_format: ``"native"`` (this library's format) or ``"powertools"``: read and write
+            records exactly as AWS Lambda Powertools 3.x does (key derivation, validation hash,
+            status spellings, attributes, result encoding), plus an ``owner`` attribute for
+            fencing, so Powertools-decorated copies of a function can share the table during a
+            migration. See docs/shared-tables.md for what that format gives up.
     """
 
     event_key_jmespath: str = ""
@@ -83,18 +92,20 @@ class IdempotencyConfig:
     expires_after_seconds: int = 3600
     use_local_cache: bool = False
     local_cache_max_items: int = 256
-    hash_function: str = "sha256"
+    hash_function: str | None = None
     lambda_context: Any = None
     response_hook: Callable[[Any, IdempotencyRecord], Any] | None = None
     in_progress_expiry_seconds: int | None = None
     wait_for_in_progress_seconds: float = 0
     decision_hook: Callable[[Decision], None] | None = None
     logger: Any = None
+    record_format: RecordFormatName = "native"
 
     _key_expression: _Node | None = field(init=False, repr=False, compare=False)
     _validation_expression: _Node | None = field(init=False, repr=False, compare=False)
     _shared_step: tuple[_Node, _Node, _Node] | None = field(init=False, repr=False, compare=False)
     _interpreter: TreeInterpreter = field(init=False, repr=False, compare=False)
+    _format: RecordFormat = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -124,7 +135,13 @@ class IdempotencyConfig:
         wait = self.wait_for_in_progress_seconds
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
             raise IdempotencyConfigError("wait_for_in_progress_seconds must be a number >= 0")
-        _check_hash_function(self.hash_function)
+        if not (isinstance(self.record_format, str) and self.record_format in FORMATS):
+            raise IdempotencyConfigError(
+                f"record_format must be one of {sorted(FORMATS)}, got {self.record_format!r}"
+            )
+        set_(self, "_format", FORMATS[self.record_format])
+        if self.hash_function is not None:
+            _check_hash_function(self.hash_function)
         for name in ("response_hook", "decision_hook"):
             hook = getattr(self, name)
             if hook is not None and not callable(hook):
@@ -194,6 +211,16 @@ class IdempotencyConfig:
         decorators bind the context themselves. Nothing on the config changes.
         """
         current_lambda_context.set(lambda_context)
+
+    @property
+    def format(self) -> RecordFormat:
+        """The record format ``record_format`` names: how keys are hashed and results stored."""
+        return self._format
+
+    @property
+    def hash_name(self) -> str:
+        """The hash function in use: ``hash_function``, else the record format's default."""
+        return self.hash_function or self._format.default_hash
 
     @property
     def lease_seconds_without_context(self) -> int:

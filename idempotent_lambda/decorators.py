@@ -106,7 +106,11 @@ def _decorator(
             function_name=function.__qualname__,
             serializer=serializer_for(function),
         )
-        prefix = prefix_source(function) if key_prefix is None else _constant(key_prefix)
+        prefix = (
+            prefix_source(function, settings.format)
+            if key_prefix is None
+            else _constant(key_prefix)
+        )
         clock = store.clock
 
         def derive(payload: Any, lease: LambdaContextLike | None) -> Invocation | None:

@@ -223,7 +223,7 @@ class IdentityReader:
             "path": request.path,
             "query": [[name, list(values)] for name, values in request.query],
             "content_type": list(request.content_type),
-            "body": hashlib.new(self.config.hash_function, body).hexdigest(),
+            "body": hashlib.new(self.config.hash_name, body).hexdigest(),
         }
 
     def _extract(self, extract: Callable[[Any], Any], view: Any, family: Family) -> Any:

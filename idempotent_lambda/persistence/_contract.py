@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._limits import bounded_inflate
 from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
 )
@@ -129,6 +130,31 @@ def transactional(store: object) -> TransactionalStore:
             f"{type(store).__name__} cannot commit business writes with the record"
         )
     return store
+
+
+#: How AWS Lambda Powertools spells the IN_PROGRESS status in its stored records.
+POWERTOOLS_IN_PROGRESS = "INPROGRESS"
+
+
+def store_for_format(store: PersistenceStore, record_format: str) -> PersistenceStore:
+    """Return the view of ``store`` that reads and writes records in ``record_format``.
+
+    ``"native"`` is the store itself. Any other format is asked of the store's optional
+    ``with_record_format(name)`` method, which returns a store sharing the same table and client
+    but mapping records onto that format's items.
+
+    Raises:
+        IdempotencyConfigError: The store cannot keep records in that format.
+    """
+    if record_format == "native":
+        return store
+    view = getattr(store, "with_record_format", None)
+    if not callable(view):
+        raise IdempotencyConfigError(
+            f"{type(store).__name__} cannot keep records in the {record_format!r} format"
+        )
+    viewed: PersistenceStore = view(record_format)
+    return viewed
 
 
 def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:

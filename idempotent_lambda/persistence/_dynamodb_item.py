@@ -24,11 +24,6 @@ if TYPE_CHECKING:
     Item = dict[str, AttributeValueTypeDef]
     ReadItem = Mapping[str, AttributeValueTypeDef]
 
-_STORED_STATUSES = {
-    Status.IN_PROGRESS.value: Status.IN_PROGRESS,
-    Status.COMPLETED.value: Status.COMPLETED,
-}
-
 
 class CorruptItemError(IdempotencyPersistenceLayerError):
     """A stored item does not follow the record format; raised instead of KeyError/ValueError."""
@@ -40,6 +35,8 @@ class ItemSchema:
 
     When ``sort_key_attr`` is set, ``key_attr`` (the partition key) holds ``static_pk_value`` and
     the sort key holds the idempotency key; otherwise ``key_attr`` holds the idempotency key.
+    ``in_progress_value`` is how IN_PROGRESS is spelled in the table (Powertools writes
+    ``INPROGRESS``).
     """
 
     key_attr: str
@@ -51,6 +48,11 @@ class ItemSchema:
     data_attr: str
     validation_key_attr: str
     owner_attr: str
+    in_progress_value: str = Status.IN_PROGRESS.value
+
+    def status_value(self, status: Status) -> str:
+        """Return how ``status`` is stored."""
+        return self.in_progress_value if status is Status.IN_PROGRESS else status.value
 
     @property
     def idempotency_key_attr(self) -> str:
@@ -69,7 +71,7 @@ class ItemSchema:
     def to_item(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Item:
         """Return the full item for ``record``; ``stored_data`` is its encoded result, if any."""
         item = self.key(record.idempotency_key)
-        item[self.status_attr] = {"S": record.status.value}
+        item[self.status_attr] = {"S": self.status_value(record.status)}
         if record.expiry_timestamp is not None:
             item[self.expiry_attr] = {"N": str(int(record.expiry_timestamp))}
         if record.in_progress_expiry_timestamp is not None:
@@ -95,8 +97,12 @@ class ItemSchema:
                 attribute, never its content.
         """
         key = _required_string(item, self.idempotency_key_attr)
-        status = _STORED_STATUSES.get(_required_string(item, self.status_attr))
-        if status is None:
+        stored_status = _required_string(item, self.status_attr)
+        if stored_status == self.in_progress_value:
+            status = Status.IN_PROGRESS
+        elif stored_status == Status.COMPLETED.value:
+            status = Status.COMPLETED
+        else:
             raise CorruptItemError(f"idempotency item has an unknown '{self.status_attr}' value")
         return IdempotencyRecord(
             idempotency_key=key,

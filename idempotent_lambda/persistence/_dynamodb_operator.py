@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
-from idempotent_lambda.record import IdempotencyRecord, Status
+from idempotent_lambda.record import IdempotencyRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
     #: The store's translation boundary: yields the client, maps botocore errors.
     Request = Callable[[str], AbstractContextManager[DynamoDBClient]]
-
-_IN_PROGRESS = {"S": Status.IN_PROGRESS.value}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +114,7 @@ def _delete_condition(schema: ItemSchema, *, live_cutoff_ms: int | None) -> dict
         " OR (attribute_not_exists(#lease) AND #expiry < :cutoff_s))",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": {
-            ":in_progress": _IN_PROGRESS,
+            ":in_progress": {"S": schema.in_progress_value},
             ":cutoff_ms": {"N": str(live_cutoff_ms)},
             ":cutoff_s": {"N": str(live_cutoff_ms // 1000)},
         },
@@ -130,7 +128,7 @@ def _stuck_condition(schema: ItemSchema, seen: IdempotencyRecord, cutoff_ms: int
     lease end: expiration passed), so a record claimed again since it was read is left alone.
     """
     names = {"#status": schema.status_attr, "#owner": schema.owner_attr}
-    values: dict[str, Any] = {":in_progress": _IN_PROGRESS}
+    values: dict[str, Any] = {":in_progress": {"S": schema.in_progress_value}}
     owner = "attribute_not_exists(#owner)"
     if seen.owner is not None:
         owner = "#owner = :owner"

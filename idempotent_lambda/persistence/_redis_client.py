@@ -30,7 +30,7 @@ _ERROR_BASES = (
 
 
 class Commands(Protocol):
-    """What the store needs from a client: a script run and a hash read, raw bytes back."""
+    """What the store needs from a client: a script run and a read, raw bytes back."""
 
     def eval(self, script: str, key: str, args: Sequence[Arg]) -> Any:
         """Run ``script`` with ``KEYS[1] = key`` and ``ARGV = args``; return its reply."""
@@ -38,6 +38,10 @@ class Commands(Protocol):
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         """Return every field of the hash at ``key`` ({} when there is none)."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """Return the string at ``key`` (None when there is none)."""
         ...
 
 
@@ -55,6 +59,10 @@ class _ExecuteCommand:
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._client.execute_command("HGETALL", key, **self._raw))
 
+    def get(self, key: str) -> bytes | None:
+        reply: bytes | None = self._client.execute_command("GET", key, **self._raw)
+        return reply
+
 
 class _CustomCommand:
     """valkey-glide's synchronous clients; they always return bytes."""
@@ -67,6 +75,10 @@ class _CustomCommand:
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._client.custom_command(["HGETALL", key]))
+
+    def get(self, key: str) -> bytes | None:
+        reply: bytes | None = self._client.custom_command(["GET", key])
+        return reply
 
 
 class _AsyncGlide:
@@ -97,6 +109,10 @@ class _AsyncGlide:
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._run(self._client.custom_command(["HGETALL", key])))
+
+    def get(self, key: str) -> bytes | None:
+        reply: bytes | None = self._run(self._client.custom_command(["GET", key]))
+        return reply
 
 
 def commands_for(client: Any) -> Commands:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
+from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._redis_client import Arg, Commands, as_dict
 from idempotent_lambda.persistence.base import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -24,10 +27,14 @@ _ZLIB = b"zlib"
 
 Fields = list[bytes]
 """Field names and values, alternating, as ``HSET`` takes them."""
+ScriptCall = tuple[str, list[Arg]]
+"""A Lua script and its ``ARGV``."""
+OwnerArgs = list[Arg]
+"""The arguments that fence a write on the caller's claim."""
 
 
 class CorruptHashError(IdempotencyPersistenceLayerError):
-    """A stored hash does not follow the record format; names the field, never its content."""
+    """A stored record does not follow its format; names the field, never its content."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,55 @@ class HashSchema:
     data_attr: str
     validation_key_attr: str
     owner_attr: str
+
+    #: Large results are stored zlib-compressed, as in the DynamoDB item.
+    compresses = True
+
+    def claim_call(
+        self,
+        record: IdempotencyRecord,
+        stored_data: str | bytes | None,
+        *,
+        now_ms: int,
+        lease_cutoff_ms: int,
+        ttl: str,
+    ) -> ScriptCall:
+        """Return the claim script and its arguments."""
+        args: list[Arg] = [
+            str(now_ms // 1000),
+            str(lease_cutoff_ms),
+            ttl,
+            self.expiry_attr,
+            self.status_attr,
+            self.in_progress_expiry_attr,
+            *self.to_fields(record, stored_data),
+        ]
+        return scripts.CLAIM, args
+
+    def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
+        """Return the record a claim's reply carries (None when the key was free)."""
+        fields = as_dict(reply)
+        return self.from_fields(idempotency_key, fields) if fields else None
+
+    def complete_call(
+        self, record: IdempotencyRecord, stored_data: str | bytes | None, ttl: str
+    ) -> ScriptCall:
+        """Return the fenced completion script and its arguments."""
+        args = [*self._owner_args(record.owner), ttl, *self.to_fields(record, stored_data)]
+        return scripts.COMPLETE, args
+
+    def release_call(self, owner: str) -> ScriptCall:
+        """Return the fenced release script and its arguments."""
+        return scripts.RELEASE, self._owner_args(owner)
+
+    def read(self, commands: Commands, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read the record at ``idempotency_key`` with one ``HGETALL``."""
+        fields = commands.hgetall(idempotency_key)
+        return self.from_fields(idempotency_key, fields) if fields else None
+
+    def _owner_args(self, owner: str | None) -> OwnerArgs:
+        expected = "0" if owner is None else "1"
+        return [self.status_attr, self.owner_attr, expected, owner or ""]
 
     @property
     def encoding_attr(self) -> str:

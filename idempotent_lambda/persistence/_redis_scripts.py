@@ -68,3 +68,67 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 )
+
+# --- Powertools' layout: one JSON string per key (see `_redis_json`). The record is decoded
+# with cjson only to read it; the new value arrives ready-made, so numbers are never re-encoded.
+
+# Shared by complete and release. ARGV[1..5]: status field, owner field, IN_PROGRESS spelling,
+# "1" when an owner is expected (else the record must have none), the owner.
+_OWNED_JSON = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local ok, r = pcall(cjson.decode, raw)
+if not ok or type(r) ~= 'table' or r[ARGV[1]] ~= ARGV[3] then return 0 end
+local owner = r[ARGV[2]]
+if owner == cjson.null then owner = nil end
+if ARGV[4] == '1' then
+  if owner ~= ARGV[5] then return 0 end
+elseif owner ~= nil then return 0 end
+"""
+
+# Store ARGV[value] at the key with a TTL of ARGV[ttl] ms ('' for none).
+_SET_JSON = """
+local function store(value, ttl)
+  if ttl == '' then redis.call('SET', KEYS[1], value)
+  else redis.call('SET', KEYS[1], value, 'PX', ttl) end
+end
+"""
+
+CLAIM_JSON = (
+    _SET_JSON
+    + """
+-- ARGV: now (epoch s), lease cutoff (epoch ms), ttl (ms or ''), expiry field, status field,
+-- lease field, IN_PROGRESS spelling, the new record's JSON. The rule of claim_allowed; a value
+-- that is not a JSON object blocks the claim (and is reported as corrupt by the caller).
+local old = redis.call('GET', KEYS[1])
+if old then
+  local ok, r = pcall(cjson.decode, old)
+  if not ok or type(r) ~= 'table' then return {0, old} end
+  local expiry = tonumber(r[ARGV[4]])
+  local lease = tonumber(r[ARGV[6]])
+  local expired = expiry ~= nil and expiry < tonumber(ARGV[1])
+  local abandoned = r[ARGV[5]] == ARGV[7] and lease ~= nil and lease < tonumber(ARGV[2])
+  if not (expired or abandoned) then return {0, old} end
+end
+store(ARGV[8], ARGV[3])
+return {1, old}
+"""
+)
+
+COMPLETE_JSON = (
+    _SET_JSON
+    + _OWNED_JSON
+    + """
+-- ARGV[6]: ttl (ms or ''); ARGV[7]: the COMPLETED record's JSON.
+store(ARGV[7], ARGV[6])
+return 1
+"""
+)
+
+RELEASE_JSON = (
+    _OWNED_JSON
+    + """
+redis.call('DEL', KEYS[1])
+return 1
+"""
+)

@@ -18,6 +18,7 @@ from idempotent_lambda.persistence._contract import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_STORED_DATA_BYTES,
     MAX_TRANSACTION_WRITES,
+    POWERTOOLS_IN_PROGRESS,
     ClaimOutcome,
     PersistenceStore,
     TransactionalStore,
@@ -25,6 +26,7 @@ from idempotent_lambda.persistence._contract import (
     claim_allowed,
     decode_stored_data,
     encode_stored_data,
+    store_for_format,
     transactional,
 )
 
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_COMPRESSION_THRESHOLD_BYTES",
     "MAX_STORED_DATA_BYTES",
     "MAX_TRANSACTION_WRITES",
+    "POWERTOOLS_IN_PROGRESS",
     "STATUS_CONSTANTS",
     "BasePersistenceLayer",
     "ClaimOutcome",
@@ -55,6 +58,7 @@ __all__ = [
     "claim_allowed",
     "decode_stored_data",
     "encode_stored_data",
+    "store_for_format",
     "transactional",
 ]
 

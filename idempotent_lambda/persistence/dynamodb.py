@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
     IdempotencyItemAlreadyExistsError,
     IdempotencyItemNotFoundError,
     IdempotencyPersistenceLayerError,
@@ -26,11 +29,12 @@ from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._s3_offload import LargeResults, account_of, is_reference
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    POWERTOOLS_IN_PROGRESS,
     ClaimOutcome,
     TransactItem,
 )
 from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
-from idempotent_lambda.record import IdempotencyRecord, Status
+from idempotent_lambda.record import IdempotencyRecord
 
 if TYPE_CHECKING:
     import boto3
@@ -38,7 +42,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
-_IN_PROGRESS: AttributeValueTypeDef = {"S": Status.IN_PROGRESS.value}
 #: Claim condition; must agree with `idempotent_lambda.persistence.base.claim_allowed`.
 _CLAIM_CONDITION = (
     "attribute_not_exists(#key) OR #expiry < :now_s"
@@ -109,6 +112,9 @@ class DynamoDBPersistenceLayer:
             account of ``table_name`` when it is a table ARN.
         large_result_kms_key_id: Encrypt the objects with SSE-KMS under this key (id, ARN or
             alias); default: the bucket's own encryption.
+
+    Shared tables: a function whose config says ``record_format="powertools"`` uses the view
+    `with_record_format` returns, which writes items exactly as Powertools does.
     """
 
     def __init__(
@@ -136,6 +142,12 @@ class DynamoDBPersistenceLayer:
         large_result_bucket_owner: str | None = None,
         large_result_kms_key_id: str | None = None,
     ) -> None:
+        # Powertools' own default, read now as Powertools reads it, for the "powertools" view.
+        self._powertools_pk = (
+            f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
+            if static_pk_value is None
+            else static_pk_value
+        )
         if static_pk_value is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
             static_pk_value = f"idempotency#{function_name}"
@@ -185,6 +197,39 @@ class DynamoDBPersistenceLayer:
     def client(self, client: DynamoDBClient) -> None:
         self._client.set(client)
 
+    def with_record_format(self, record_format: str) -> DynamoDBPersistenceLayer:
+        """Return this store reading and writing records in ``record_format`` (same table, client).
+
+        ``"powertools"``: items exactly as AWS Lambda Powertools 3.x writes them (status
+        ``INPROGRESS``, its default ``static_pk_value`` in composite-key mode, results as plain
+        JSON text, never compressed nor offloaded to S3, since Powertools could not read them),
+        plus the ``owner`` attribute, which Powertools ignores, so completion and release stay
+        fenced. A result too large for an item is then an `IdempotencyUnstorableResultError`.
+
+        Raises:
+            IdempotencyConfigError: An unknown format.
+        """
+        if record_format == "native":
+            return self
+        if record_format != "powertools":
+            raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
+        view = copy.copy(self)  # shares the lazily built client
+        view._schema = replace(
+            self._schema,
+            in_progress_value=POWERTOOLS_IN_PROGRESS,
+            static_pk_value=self._powertools_pk,
+        )
+        view._threshold = sys.maxsize
+        view._large = LargeResults(
+            bucket=None,
+            prefix=None,
+            threshold_bytes=None,
+            client=None,
+            session=None,
+            boto_config=None,
+        )
+        return view
+
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
     ) -> ClaimOutcome:
@@ -208,7 +253,7 @@ class DynamoDBPersistenceLayer:
                     },
                     ExpressionAttributeValues={
                         ":now_s": {"N": str(now_ms // 1000)},
-                        ":in_progress": _IN_PROGRESS,
+                        ":in_progress": {"S": schema.in_progress_value},
                         ":cutoff_ms": {"N": str(lease_cutoff_ms)},
                     },
                     ReturnValues="ALL_OLD",
@@ -402,7 +447,9 @@ class DynamoDBPersistenceLayer:
     def _owned_by(self, owner: str | None) -> dict[str, Any]:
         """Return the condition arguments fencing a write on ``status = IN_PROGRESS AND owner``."""
         names = {"#status": self._schema.status_attr, "#owner": self._schema.owner_attr}
-        values: dict[str, AttributeValueTypeDef] = {":in_progress": _IN_PROGRESS}
+        values: dict[str, AttributeValueTypeDef] = {
+            ":in_progress": {"S": self._schema.in_progress_value}
+        }
         if owner is None:
             condition = "#status = :in_progress AND attribute_not_exists(#owner)"
         else:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
-from idempotent_lambda.exceptions import IdempotencyTransactionError
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_TRANSACTION_WRITES,
@@ -54,6 +54,16 @@ class InMemoryPersistenceLayer:
         self._apply_writes = apply_writes
         self._records: dict[str, tuple[IdempotencyRecord, bytes | None]] = {}
         self._lock = threading.Lock()
+
+    def with_record_format(self, record_format: str) -> InMemoryPersistenceLayer:
+        """Return this store: it keeps records as objects, so every format is the same to it.
+
+        Raises:
+            IdempotencyConfigError: An unknown format.
+        """
+        if record_format not in ("native", "powertools"):
+            raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
+        return self
 
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int

@@ -8,6 +8,7 @@ builds its own client.
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Literal, Protocol
 
@@ -20,17 +21,15 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceConnectionError,
     IdempotencyPersistenceConsistencyError,
 )
-from idempotent_lambda.persistence import _redis_scripts as scripts
 from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._redis_client import (
-    Arg,
     Commands,
-    as_dict,
     build_client,
     commands_for,
     translated_errors,
 )
 from idempotent_lambda.persistence._redis_hash import CorruptHashError, HashSchema
+from idempotent_lambda.persistence._redis_json import JsonSchema
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
@@ -126,6 +125,9 @@ class RedisCachePersistenceLayer:
     ``compression_threshold_bytes`` are stored zlib-compressed, and a result too large for a
     DynamoDB item is refused here too, so a function behaves the same on either store.
 
+    A function configured with ``record_format="powertools"`` uses the view
+    `with_record_format` returns: Powertools' layout, one JSON string per key.
+
     Give it a client (redis-py, valkey-py, valkey-glide-sync, or the coroutine valkey-glide's
     asyncio ``GlideClient.create`` returns; standalone or cluster), or the connection options,
     from which it builds a redis-py client on first use. Client errors
@@ -192,11 +194,10 @@ class RedisCachePersistenceLayer:
             validation_key_attr=validation_key_attr,
             owner_attr=owner_attr,
         )
+        self._layout: HashSchema | JsonSchema = self._schema
         self._threshold = compression_threshold_bytes
         self._grace_ms = ttl_grace_seconds * 1000
-        self._client: Any = None
-        self._commands: Commands | None = None
-        self._client_lock = threading.Lock()
+        self._slot = _ClientSlot(self._connection)
         if client is not None:
             self.client = client
 
@@ -204,13 +205,38 @@ class RedisCachePersistenceLayer:
     def client(self) -> Any:
         """The Redis client; built from the connection options on first use unless given."""
         self._get_commands()
-        return self._client
+        return self._slot.client
 
     @client.setter
     def client(self, client: RedisClientProtocol | GlideClientProtocol) -> None:
-        commands = commands_for(client)
-        with self._client_lock:
-            self._client, self._commands = client, commands
+        self._slot.set(client)
+
+    def with_record_format(self, record_format: str) -> RedisCachePersistenceLayer:
+        """Return this store reading and writing records in ``record_format`` (same client).
+
+        ``"powertools"``: Powertools' layout, one JSON string per key (``SET``/``GET``), its
+        status spelling ``INPROGRESS``, results as uncompressed JSON text, plus the ``owner``
+        attribute, which Powertools ignores, so completion and release stay fenced. Claims,
+        completions and releases are still one Lua script each (`_redis_json`).
+
+        Raises:
+            IdempotencyConfigError: An unknown format.
+        """
+        if record_format == "native":
+            return self
+        if record_format != "powertools":
+            raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
+        view = copy.copy(self)  # shares the client slot, so a client set later reaches both
+        schema = self._schema
+        view._layout = JsonSchema(
+            expiry_attr=schema.expiry_attr,
+            in_progress_expiry_attr=schema.in_progress_expiry_attr,
+            status_attr=schema.status_attr,
+            data_attr=schema.data_attr,
+            validation_key_attr=schema.validation_key_attr,
+            owner_attr=schema.owner_attr,
+        )
+        return view
 
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
@@ -220,26 +246,21 @@ class RedisCachePersistenceLayer:
         One script; see `PersistenceStore.claim` for the rule. The blocking record comes back
         when the claim fails, the replaced one when it succeeds.
         """
-        schema = self._schema
-        args: list[Arg] = [
-            str(now_ms // 1000),
-            str(lease_cutoff_ms),
-            self._ttl_ms(record, now_ms),
-            schema.expiry_attr,
-            schema.status_attr,
-            schema.in_progress_expiry_attr,
-            *schema.to_fields(record, self._encode(record)),
-        ]
+        layout = self._layout
+        script, args = layout.claim_call(
+            record,
+            self._encode(record),
+            now_ms=now_ms,
+            lease_cutoff_ms=lease_cutoff_ms,
+            ttl=self._ttl_ms(record, now_ms),
+        )
         key = record.idempotency_key
         with translated_errors("claim"):
-            claimed, old = self._get_commands().eval(scripts.CLAIM, key, args)
-        old_fields = as_dict(old)
+            claimed, old = self._get_commands().eval(script, key, args)
         if not claimed:
-            return ClaimOutcome(False, schema.from_fields(key, old_fields))
-        if not old_fields:
-            return ClaimOutcome(True, None)
+            return ClaimOutcome(False, layout.previous(key, old))
         try:
-            return ClaimOutcome(True, schema.from_fields(key, old_fields))
+            return ClaimOutcome(True, layout.previous(key, old))
         except CorruptHashError:
             # Already replaced: failing now would leave our claim blocking the key for nothing.
             return ClaimOutcome(True, None)
@@ -253,12 +274,10 @@ class RedisCachePersistenceLayer:
         Raises:
             IdempotencyUnstorableResultError: The result is too large, even compressed.
         """
-        fields = self._schema.to_fields(record, self._encode(record))
-        args = [*self._owner_args(record.owner), self._ttl_ms(record, self.clock.now_ms())]
+        ttl = self._ttl_ms(record, self.clock.now_ms())
+        script, args = self._layout.complete_call(record, self._encode(record), ttl)
         with translated_errors("complete"):
-            done = self._get_commands().eval(
-                scripts.COMPLETE, record.idempotency_key, [*args, *fields]
-            )
+            done = self._get_commands().eval(script, record.idempotency_key, args)
         return bool(done)
 
     def release(self, idempotency_key: str, owner: str) -> bool:
@@ -267,22 +286,15 @@ class RedisCachePersistenceLayer:
         Returns:
             False when the record is no longer IN_PROGRESS under ``owner``.
         """
+        script, args = self._layout.release_call(owner)
         with translated_errors("release"):
-            done = self._get_commands().eval(
-                scripts.RELEASE, idempotency_key, self._owner_args(owner)
-            )
+            done = self._get_commands().eval(script, idempotency_key, args)
         return bool(done)
 
     def get(self, idempotency_key: str) -> IdempotencyRecord | None:
         """Read the record for ``idempotency_key``; None when absent."""
         with translated_errors("get"):
-            fields = self._get_commands().hgetall(idempotency_key)
-        return self._schema.from_fields(idempotency_key, fields) if fields else None
-
-    def _owner_args(self, owner: str | None) -> list[str]:
-        schema = self._schema
-        expected = "0" if owner is None else "1"
-        return [schema.status_attr, schema.owner_attr, expected, owner or ""]
+            return self._layout.read(self._get_commands(), idempotency_key)
 
     def _ttl_ms(self, record: IdempotencyRecord, now_ms: int) -> str:
         """Return the key's TTL for ``record`` in milliseconds ("" to keep it forever)."""
@@ -295,15 +307,35 @@ class RedisCachePersistenceLayer:
     def _encode(self, record: IdempotencyRecord) -> str | bytes | None:
         if record.response_data is None:
             return None
+        if not self._layout.compresses:
+            return record.response_data
         return encode_stored_data(record.response_data, compression_threshold=self._threshold)
 
     def _get_commands(self) -> Commands:
+        return self._slot.commands()
+
+
+class _ClientSlot:
+    """The client a store and its format views share, built on first use under a lock."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self._connection = connection
+        self.client: Any = None
+        self._commands: Commands | None = None
+        self._lock = threading.Lock()
+
+    def set(self, client: Any) -> None:
+        commands = commands_for(client)
+        with self._lock:
+            self.client, self._commands = client, commands
+
+    def commands(self) -> Commands:
         commands = self._commands
         if commands is None:
-            with self._client_lock:
+            with self._lock:
                 if self._commands is None:
-                    self._client = self._connection._init_client()
-                    self._commands = commands_for(self._client)
+                    self.client = self._connection._init_client()
+                    self._commands = commands_for(self.client)
                 commands = self._commands
         return commands
 

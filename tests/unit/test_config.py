@@ -54,7 +54,9 @@ def make_handler(store: Any, config: IdempotencyConfig, runs: Runs) -> Any:
         {"wait_for_in_progress_seconds": float("nan")},
         {"hash_function": "not-a-hash"},
         {"hash_function": "shake_128"},
-        {"hash_function": None},
+        {"hash_function": 5},
+        {"record_format": "dynamodb"},
+        {"record_format": None},
         {"response_hook": "not callable"},
         {"decision_hook": 1},
         {"jmespath_options": {"unknown_option": 1}},
@@ -97,11 +99,12 @@ def test_defaults_match_the_contract() -> None:
         config.wait_for_in_progress_seconds,
         config.use_local_cache,
         config.local_cache_max_items,
-        config.hash_function,
+        config.hash_name,
         config.jmespath_options,
         config.response_hook,
+        config.record_format,
     )
-    assert ("", "", False, 3600, None, 900, 0, False, 256, "sha256", None, None) == actual
+    assert ("", "", False, 3600, None, 900, 0, False, 256, "sha256", None, None, "native") == actual
 
 
 @pytest.mark.parametrize(

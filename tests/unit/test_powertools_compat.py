@@ -140,7 +140,7 @@ def test_every_powertools_keyword_is_accepted(name: str) -> None:
 
 
 def test_config_defaults_match_powertools_except_the_hash() -> None:
-    """Defaults are Powertools' own, except sha256 instead of md5 (DESIGN §9)."""
+    """Defaults are Powertools' own, except the hash: the record format's (sha256 natively)."""
     powertools = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
     theirs = inspect.signature(powertools.IdempotencyConfig).parameters
     ours = inspect.signature(idempotent_lambda.IdempotencyConfig).parameters
@@ -150,7 +150,9 @@ def test_config_defaults_match_powertools_except_the_hash() -> None:
         for name in theirs
         if theirs[name].default != ours[name].default
     }
-    assert {"hash_function": ("md5", "sha256")} == differing
+    assert {"hash_function": ("md5", None)} == differing
+    assert "sha256" == idempotent_lambda.IdempotencyConfig().hash_name
+    assert "md5" == idempotent_lambda.IdempotencyConfig(record_format="powertools").hash_name
 
 
 def test_serializer_module_names_match_powertools() -> None:

@@ -1,0 +1,147 @@
+"""Powertools' Redis layout: one JSON string per idempotency key, read and written in one place.
+
+AWS Lambda Powertools 3.x keeps each record as ``SET key <json>`` with a TTL, the JSON object
+holding ``status`` (``INPROGRESS`` or ``COMPLETED``), ``expiration`` (epoch seconds),
+``in_progress_expiration`` (epoch milliseconds), ``validation`` and ``data`` (the result's JSON
+text). This layout writes the same object, plus ``owner`` for fencing (Powertools ignores it),
+with the same three Lua scripts' guarantees as the hash layout (`_redis_scripts`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._redis_client import Arg, Commands
+from idempotent_lambda.persistence._redis_hash import CorruptHashError, OwnerArgs, ScriptCall
+from idempotent_lambda.persistence.base import POWERTOOLS_IN_PROGRESS
+from idempotent_lambda.record import IdempotencyRecord, Status
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSchema:
+    """Attribute names of the JSON record, and how records map onto it."""
+
+    expiry_attr: str
+    in_progress_expiry_attr: str
+    status_attr: str
+    data_attr: str
+    validation_key_attr: str
+    owner_attr: str
+
+    #: Results are stored as text: Powertools could not read compressed ones.
+    compresses = False
+
+    def to_value(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> str:
+        """Return the JSON text that holds ``record``, in Powertools' attribute order."""
+        mapping: dict[str, Any] = {}
+        if stored_data is not None:
+            mapping[self.data_attr] = (
+                stored_data if isinstance(stored_data, str) else stored_data.decode()
+            )
+        in_progress = record.status is Status.IN_PROGRESS
+        mapping[self.status_attr] = POWERTOOLS_IN_PROGRESS if in_progress else record.status.value
+        mapping[self.expiry_attr] = record.expiry_timestamp
+        if record.in_progress_expiry_timestamp is not None:
+            mapping[self.in_progress_expiry_attr] = record.in_progress_expiry_timestamp
+        if record.payload_hash is not None:
+            mapping[self.validation_key_attr] = record.payload_hash
+        if record.owner is not None:
+            mapping[self.owner_attr] = record.owner
+        return json.dumps(mapping)
+
+    def from_value(self, idempotency_key: str, raw: bytes) -> IdempotencyRecord:
+        """Return the record a stored JSON value holds.
+
+        Raises:
+            CorruptHashError: Not a JSON object, no valid status, or an attribute of the wrong
+                type. The message names the attribute, never its content.
+        """
+        try:
+            item = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise CorruptHashError("idempotency record is not JSON") from exc
+        if not isinstance(item, dict):
+            raise CorruptHashError("idempotency record is not a JSON object")
+        stored_status = item.get(self.status_attr)
+        if stored_status == POWERTOOLS_IN_PROGRESS:
+            status = Status.IN_PROGRESS
+        elif stored_status == Status.COMPLETED.value:
+            status = Status.COMPLETED
+        else:
+            raise CorruptHashError(f"idempotency record has no valid '{self.status_attr}'")
+        return IdempotencyRecord(
+            idempotency_key=idempotency_key,
+            status=status,
+            expiry_timestamp=_integer(item, self.expiry_attr),
+            in_progress_expiry_timestamp=_integer(item, self.in_progress_expiry_attr),
+            response_data=_text(item, self.data_attr),
+            payload_hash=_text(item, self.validation_key_attr),
+            owner=_text(item, self.owner_attr),
+        )
+
+    def claim_call(
+        self,
+        record: IdempotencyRecord,
+        stored_data: str | bytes | None,
+        *,
+        now_ms: int,
+        lease_cutoff_ms: int,
+        ttl: str,
+    ) -> ScriptCall:
+        """Return the claim script and its arguments."""
+        args: list[Arg] = [
+            str(now_ms // 1000),
+            str(lease_cutoff_ms),
+            ttl,
+            self.expiry_attr,
+            self.status_attr,
+            self.in_progress_expiry_attr,
+            POWERTOOLS_IN_PROGRESS,
+            self.to_value(record, stored_data),
+        ]
+        return scripts.CLAIM_JSON, args
+
+    def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
+        """Return the record a claim's reply carries (None when the key was free)."""
+        return None if reply is None else self.from_value(idempotency_key, reply)
+
+    def complete_call(
+        self, record: IdempotencyRecord, stored_data: str | bytes | None, ttl: str
+    ) -> ScriptCall:
+        """Return the fenced completion script and its arguments."""
+        args = [*self._owner_args(record.owner), ttl, self.to_value(record, stored_data)]
+        return scripts.COMPLETE_JSON, args
+
+    def release_call(self, owner: str) -> ScriptCall:
+        """Return the fenced release script and its arguments."""
+        return scripts.RELEASE_JSON, self._owner_args(owner)
+
+    def read(self, commands: Commands, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read the record at ``idempotency_key`` with one ``GET``."""
+        raw = commands.get(idempotency_key)
+        return None if raw is None else self.from_value(idempotency_key, raw)
+
+    def _owner_args(self, owner: str | None) -> OwnerArgs:
+        expected = "0" if owner is None else "1"
+        return [self.status_attr, self.owner_attr, POWERTOOLS_IN_PROGRESS, expected, owner or ""]
+
+
+def _integer(item: dict[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CorruptHashError(f"idempotency record attribute '{name}' is not an integer")
+    return value
+
+
+def _text(item: dict[str, Any], name: str) -> str | None:
+    value = item.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    raise CorruptHashError(f"idempotency record attribute '{name}' is not a string")

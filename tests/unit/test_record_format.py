@@ -1,0 +1,193 @@
+"""``record_format="powertools"`` derives keys, validation hashes and stored results as Powertools.
+
+Each check runs Powertools' own code (a dev dependency) on the same input and compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import json
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from idempotent_lambda import IdempotencyConfig, IdempotencyConfigError, idempotent
+from idempotent_lambda._identity import derive_invocation, prefix_source
+from idempotent_lambda._record_format import POWERTOOLS
+from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
+from idempotent_lambda.testing import ManualClock
+
+powertools = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
+from aws_lambda_powertools.shared.json_encoder import Encoder  # noqa: E402
+from aws_lambda_powertools.utilities.idempotency.persistence.base import (  # noqa: E402
+    BasePersistenceLayer,
+)
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+class _Layer(BasePersistenceLayer):
+    """Powertools' base layer with its hashing and nothing stored."""
+
+    def _get_record(self, idempotency_key: Any) -> Any:
+        raise NotImplementedError
+
+    def _put_record(self, data_record: Any) -> None:
+        raise NotImplementedError
+
+    def _update_record(self, data_record: Any) -> None:
+        raise NotImplementedError
+
+    def _delete_record(self, data_record: Any) -> None:
+        raise NotImplementedError
+
+
+def powertools_layer(function_name: str, **options: Any) -> _Layer:
+    layer = _Layer()
+    layer.configure(powertools.IdempotencyConfig(**options), function_name=function_name)
+    return layer
+
+
+@dataclasses.dataclass
+class Order:
+    id: str
+    amount: decimal.Decimal
+
+
+@given(JSON)
+def test_digest_is_powertools_own_for_any_json_value(value: Any) -> None:
+    """Any JSON value (NaN and unicode included) hashes to Powertools' digest, md5 and sha256."""
+    for name in ("md5", "sha256"):
+        layer = powertools_layer("f", hash_function=name)
+
+        assert layer._generate_hash(value) == POWERTOOLS.digest(name, value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        decimal.Decimal("1.10"),
+        {"when": datetime.date(2026, 12, 1), "at": datetime.time(5, 6)},
+        {"id": uuid.UUID(int=7), "n": decimal.Decimal("NaN")},
+        Order("a", decimal.Decimal("2.5")),
+        ["é", "\u2028", 1.0, 1],
+    ],
+)
+def test_digest_of_non_json_values_is_powertools_own(value: Any) -> None:
+    """Decimal, dates, UUIDs and dataclasses hash as Powertools' key encoder renders them."""
+    assert powertools_layer("f")._generate_hash(value) == POWERTOOLS.digest("md5", value)
+
+
+@pytest.mark.parametrize(
+    ("options", "event"),
+    [
+        ({}, {"body": '{"order": 1}', "headers": {"x": "y"}}),
+        ({"event_key_jmespath": "powertools_json(body).order"}, {"body": '{"order": 12}'}),
+        (
+            {"event_key_jmespath": "[id, amount]", "payload_validation_jmespath": "amount"},
+            {"id": "o-1", "amount": 3},
+        ),
+        ({"event_key_jmespath": "id", "hash_function": "sha256"}, {"id": "o-2"}),
+    ],
+)
+def test_key_and_validation_hash_are_powertools_own(
+    options: dict[str, Any], event: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full key ``{function}.{module}.{qualname}#{digest}`` and the validation hash match."""
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
+
+    def handler(event: Any, context: Any) -> None: ...
+
+    layer = powertools_layer(f"{handler.__module__}.{handler.__qualname__}", **options)
+    config = IdempotencyConfig(record_format="powertools", **options)
+    prefix = prefix_source(handler, config.format)()
+    invocation = derive_invocation(config, event, prefix=prefix, now_ms=0, context=None)
+
+    assert invocation is not None
+    assert layer._get_hashed_idempotency_key(event) == invocation.key
+    expected_hash = layer._get_hashed_payload(event) if layer.payload_validation_enabled else None
+    assert expected_hash == invocation.payload_hash
+
+
+@pytest.mark.parametrize("name", [None, ""])
+def test_prefix_without_a_function_name_is_powertools_own(
+    name: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, Powertools says ``test-func``; set but empty, it keeps the empty name."""
+    if name is None:
+        monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    else:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
+
+    def handler(event: Any, context: Any) -> None: ...
+
+    path = f"{handler.__module__}.{handler.__qualname__}"
+    layer = powertools_layer(path)
+    expected = layer._get_hashed_idempotency_key({"a": 1}).rpartition("#")[0]
+
+    assert expected == prefix_source(handler, POWERTOOLS)()
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"b": 1, "a": [1.5, "é", None]},
+        {"total": decimal.Decimal("10.50")},
+        Order("a", decimal.Decimal("2.5")),
+        0,
+        "",
+        None,
+    ],
+)
+def test_stored_result_is_powertools_own_text(result: Any) -> None:
+    """A result is stored as the very text Powertools writes, and reads back as JSON."""
+    expected = json.dumps(result, cls=Encoder, sort_keys=True)
+
+    assert expected == POWERTOOLS.encode_result(result)
+    assert json.loads(expected) == POWERTOOLS.decode_result(expected)
+
+
+def test_a_store_without_the_format_is_refused_at_decoration() -> None:
+    """A custom store that cannot keep Powertools' records fails when decorating, not later."""
+
+    class PlainStore:
+        clock = ManualClock()
+
+        def claim(self, *args: Any, **kwargs: Any) -> Any: ...
+        def complete(self, *args: Any) -> Any: ...
+        def release(self, *args: Any) -> Any: ...
+        def get(self, *args: Any) -> Any: ...
+
+    decorate = idempotent(
+        persistence_store=PlainStore(),  # type: ignore[arg-type]
+        config=IdempotencyConfig(record_format="powertools"),
+    )
+    with pytest.raises(IdempotencyConfigError, match="powertools"):
+        decorate(lambda event, context: None)
+
+
+def test_powertools_format_runs_the_lifecycle_in_memory() -> None:
+    """First call runs, a retry replays the Powertools-encoded result (Decimal as its text)."""
+    calls: list[Any] = []
+    store = InMemoryPersistenceLayer(clock=ManualClock())
+
+    @idempotent(persistence_store=store, config=IdempotencyConfig(record_format="powertools"))
+    def handler(event: Any, context: Any) -> Any:
+        calls.append(event)
+        return {"total": decimal.Decimal("1.10")}
+
+    first = handler({"id": 1}, None)
+    replay = handler({"id": 1}, None)
+
+    assert {"total": decimal.Decimal("1.10")} == first
+    assert {"total": "1.10"} == replay
+    assert 1 == len(calls)
