@@ -4,8 +4,9 @@ The examples are written as a user would write them (a store on ``"IdempotencyTa
 endpoint), so each test points boto3 at a moto server holding the tables and bucket they
 name (through ``AWS_ENDPOINT_URL_*`` and dummy credentials), imports the example afresh and runs
 its handler. The Redis example runs against the real ``redis-server`` of
-tests/integration/_redis_server.py (skipped, with the reason, when it is not installed). The docs include the examples as snippets (``--8<-- "examples/..."``); the checks at
-the end hold every fenced Python block of the docs to that, and the README's one example to
+tests/integration/_redis_server.py (skipped, with the reason, when it is not installed). The
+docs include the examples as snippets (``--8<-- "examples/..."``); the checks at the end hold
+every fenced Python block of the docs to that, and the README's one example to
 ``examples/getting_started/first_handler.py``.
 """
 
@@ -33,7 +34,6 @@ import pytest
 from idempotent_lambda import IdempotencyValidationError
 from idempotent_lambda.exceptions import IdempotencyTransactionConflictError
 from idempotent_lambda.testing import FakeLambdaContext, create_idempotency_table
-from tests.integration._redis_server import redis_client, redis_port  # noqa: F401 - fixtures
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUCKET = "my-idempotency-results"

@@ -245,4 +245,3 @@ def test_real_redis_test_example(redis_client: redis.Redis, lambda_context: Any)
     result = lambda_handler({"testkey": "testvalue"}, lambda_context)
     assert 12345 == result["payment_id"]
     assert 1 == len(redis_client.keys("*"))
-
