@@ -3,8 +3,10 @@
 The examples are written as a user would write them (a store on ``"IdempotencyTable"``, no
 endpoint), so each test points boto3 at a moto server holding the tables and bucket they
 name (through ``AWS_ENDPOINT_URL_*`` and dummy credentials), imports the example afresh and runs
-its handler. The docs include the examples as snippets (``--8<-- "examples/..."``); the checks at
-the end hold every fenced Python block of the docs to that, and the README's one example to
+its handler. The Redis example runs against the real ``redis-server`` of
+tests/integration/_redis_server.py (skipped, with the reason, when it is not installed). The
+docs include the examples as snippets (``--8<-- "examples/..."``); the checks at the end hold
+every fenced Python block of the docs to that, and the README's one example to
 ``examples/getting_started/first_handler.py``.
 """
 
@@ -282,6 +284,78 @@ def run_large_results(module: ModuleType, aws: str) -> None:
     assert listing["KeyCount"] >= 1
 
 
+# --------------------------------------------------------------------------------------- http
+def http_request(key: str, body: dict[str, Any], user: str | None = None) -> dict[str, Any]:
+    """An HTTP API (payload 2.0) ``POST /orders``; with ``user``, through a Lambda authorizer."""
+    request_context: dict[str, Any] = {
+        "apiId": "r3pmxmplak",
+        "stage": "prod",
+        "http": {"method": "POST", "path": "/orders"},
+    }
+    if user is not None:
+        request_context["authorizer"] = {"lambda": {"userId": user}}
+    return {
+        "version": "2.0",
+        "routeKey": "POST /orders",
+        "rawPath": "/orders",
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json", "idempotency-key": key},
+        "requestContext": request_context,
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+def run_create_order(module: ModuleType) -> None:
+    key = event_id()
+    first = module.handler(http_request(key, {"sku": "A1"}), FakeLambdaContext())
+    assert 201 == first["statusCode"]
+    retry = module.handler(http_request(key, {"sku": "A1"}), FakeLambdaContext())
+    assert json.loads(first["body"]) == json.loads(retry["body"])  # the same order, not a new one
+    assert "true" == retry["headers"]["Idempotent-Replayed"]
+    changed = module.handler(http_request(key, {"sku": "B2"}), FakeLambdaContext())
+    assert 422 == changed["statusCode"]
+    missing = http_request(key, {"sku": "A1"})
+    del missing["headers"]["idempotency-key"]
+    assert 400 == module.handler(missing, FakeLambdaContext())["statusCode"]
+
+
+def run_caller(module: ModuleType) -> None:
+    key = event_id()
+    first = module.handler(http_request(key, {"sku": "A1"}, user="alice"), FakeLambdaContext())
+    retry = module.handler(http_request(key, {"sku": "A1"}, user="alice"), FakeLambdaContext())
+    other = module.handler(http_request(key, {"sku": "A1"}, user="bob"), FakeLambdaContext())
+    assert 201 == first["statusCode"] == other["statusCode"]
+    assert first["body"] == retry["body"]
+    assert "true" == retry["headers"]["Idempotent-Replayed"]
+    assert "Idempotent-Replayed" not in other.get("headers", {})  # Bob's own run
+    assert json.loads(first["body"])["order_id"] != json.loads(other["body"])["order_id"]
+
+
+# -------------------------------------------------------------------------------------- redis
+def run_redis_charge_order(
+    module_path: Path, redis_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = redis_client.connection_pool.connection_kwargs["port"]
+    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
+    monkeypatch.setenv("REDIS_PORT", str(port))
+    monkeypatch.setenv("REDIS_TLS", "false")
+    module = load_example(module_path.relative_to(EXAMPLES).as_posix())
+    order_id = event_id()
+    first = module.handler({"order_id": order_id, "note": "a"}, FakeLambdaContext())
+    retry = module.handler({"order_id": order_id, "note": "b"}, FakeLambdaContext())
+    assert first == retry  # the same receipt: the handler ran once
+    assert 1 == len(redis_client.keys("*"))
+
+
+# ---------------------------------------------------------------------------------- migrating
+def run_after_swap(module: ModuleType) -> None:
+    event = {"order_id": event_id(), "quantity": 2}
+    first = module.lambda_handler(event, FakeLambdaContext())
+    assert {"order_id": event["order_id"], "receipt_id": ANY} == first
+    assert first == module.lambda_handler(event, FakeLambdaContext())  # replayed
+
+
 RUNNERS: dict[str, Callable[..., None]] = {
     "getting_started/first_handler.py": run_first_handler,
     "getting_started/any_function.py": run_any_function,
@@ -293,6 +367,10 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "production/powertools_logger.py": run_powertools_logger,
     "production/transaction.py": run_transaction,
     "production/large_results.py": run_large_results,
+    "http/create_order.py": run_create_order,
+    "http/caller.py": run_caller,
+    "redis/charge_order.py": run_redis_charge_order,
+    "migrating/after_swap.py": run_after_swap,
 }
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
@@ -303,14 +381,22 @@ TEST_MODULES = [
 
 
 @pytest.mark.parametrize("relative", sorted(RUNNERS))
-def test_example_runs(relative: str, aws: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """The example's handler runs once per key and replays, against moto."""
+def test_example_runs(relative: str, aws: str, request: pytest.FixtureRequest) -> None:
+    """The example's handler runs once per key and replays, against moto (or redis-server).
+
+    A runner's first parameter is the example: imported here (``module``), or its path
+    (``module_path``) when the runner must set the environment before importing it. The
+    other parameters name the fixtures it needs.
+    """
     runner = RUNNERS[relative]
-    extra = {"aws": aws, "capsys": capsys}
-    wanted = {name: extra[name] for name in list(inspect.signature(runner).parameters)[1:]}
+    first, *fixtures = inspect.signature(runner).parameters
+    wanted = {name: request.getfixturevalue(name) for name in fixtures}
+    example: Path | ModuleType = EXAMPLES / relative
+    if first == "module":
+        example = load_example(relative)
     # In a copied context: a context the example registers (register_lambda_context) stays
     # with it, as it stays with one invocation in Lambda, instead of reaching later tests.
-    contextvars.copy_context().run(runner, load_example(relative), **wanted)
+    contextvars.copy_context().run(runner, example, **wanted)
 
 
 @pytest.mark.parametrize("relative", TEST_MODULES)

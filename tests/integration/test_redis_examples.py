@@ -10,11 +10,9 @@ test's own server. TLS servers use a self-signed certificate that the tests trus
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +21,6 @@ import redis
 from idempotent_lambda import IdempotencyConfig, idempotent
 from idempotent_lambda.persistence.cache import CachePersistenceLayer
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
-from idempotent_lambda.testing import FakeLambdaContext
 from tests.integration._redis_server import TlsFiles
 
 
@@ -248,29 +245,3 @@ def test_real_redis_test_example(redis_client: redis.Redis, lambda_context: Any)
     result = lambda_handler({"testkey": "testvalue"}, lambda_context)
     assert 12345 == result["payment_id"]
     assert 1 == len(redis_client.keys("*"))
-
-
-DOCS = Path(__file__).parents[2] / "docs"
-
-
-def test_docs_example_runs_once_and_replays(
-    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """docs/examples/redis_handler.py, as docs/redis.md shows it, against the test server."""
-    port = redis_client.connection_pool.connection_kwargs["port"]
-    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
-    monkeypatch.setenv("REDIS_PORT", str(port))
-    monkeypatch.setenv("REDIS_TLS", "false")
-    source = DOCS / "examples" / "redis_handler.py"
-    spec = importlib.util.spec_from_file_location("redis_handler_example", source)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-    first = module.handler({"order_id": "o-1", "note": "a"}, FakeLambdaContext())
-    retry = module.handler({"order_id": "o-1", "note": "b"}, FakeLambdaContext())
-
-    assert first == retry
-    assert 1 == len(redis_client.keys("*"))
-    assert source.read_text() in (DOCS / "redis.md").read_text()

@@ -5,8 +5,8 @@ and every authenticated setup the HTTP adapter reads (events after AWS's documen
 tests/events/http-authorizers.json): a caller reusing another caller's key never receives the
 other caller's response, also when it claims the same identity string through a different
 setup; a setup that names no caller is refused, never shared. The IAM policy check lives in
-tests/unit/test_template.py (exactly the four item actions on the idempotency table's ARN, no
-wildcards); it is not repeated here.
+tests/functional/test_template.py (exactly three item actions on the idempotency table's ARN,
+no wildcards); it is not repeated here.
 
 Logs: every test of this suite runs under the `log_hygiene` fixture (conftest.py), which
 captures all log records and fails the test if the planted secret appears in any of them.
