@@ -67,7 +67,9 @@ class IdempotencyConfig:
             known (default 900 s); with a context the lease is the invocation's remaining time.
         wait_for_in_progress_seconds: When above 0, a duplicate that arrives while the first call
             runs waits up to this long (never past its own remaining time) for the first call's
-            result instead of raising `IdempotencyAlreadyInProgressError`.
+            result instead of raising `IdempotencyAlreadyInProgressError`. ``math.inf`` means
+            "as long as my own claim would last": until the waiter's Lambda deadline, or
+            without a context for its own lease (``in_progress_expiry_seconds``).
         decision_hook: Called with every `Decision` (outcome, hashed key, timings): the place to
             count metrics (see `idempotent_lambda.metrics`). Exceptions it raises are logged
             and swallowed.
