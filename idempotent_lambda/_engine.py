@@ -19,7 +19,6 @@ each is a dozen lines.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from time import perf_counter
 from typing import Any, TypeVar
