@@ -106,10 +106,17 @@ def derive_invocation(
     """Compute the invocation's identity; None when there is no key material.
 
     Raises:
-        IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
-            found something that cannot be hashed.
+        IdempotencyKeyError: The payload has no JSON form (a dataclass that contains itself), or
+            the key expression failed, found nothing while keys are required, or found
+            something that cannot be hashed.
     """
-    extracted = config.extract(to_plain(payload))
+    try:
+        plain = to_plain(payload)
+    except (TypeError, ValueError, RecursionError) as exc:  # a cycle; pydantic without fallback
+        raise IdempotencyKeyError(
+            f"the payload has no JSON form to derive a key from: {type(exc).__name__}"
+        ) from exc
+    extracted = config.extract(plain)
     return build_invocation(
         config,
         material=extracted.key,
