@@ -130,8 +130,13 @@ def to_plain(value: Any) -> Any:
     if dump is not None and not isinstance(value, type):
         try:
             return dump(mode="json")
-        except ValueError:  # pydantic's serialisation error: a field it cannot render as JSON
-            return _stand_ins(dump(mode="json", fallback=_tag))
+        except ValueError as exc:  # pydantic's serialisation error: a field it cannot render
+            try:
+                return _stand_ins(dump(mode="json", fallback=_tag))
+            except TypeError:  # pydantic before 2.11 has no ``fallback``
+                raise IdempotencyKeyError(
+                    f"a field of the {type(value).__name__} payload has no JSON form"
+                ) from exc
     return value
 
 

@@ -222,6 +222,33 @@ def test_a_key_that_reaches_a_field_without_json_form_is_a_key_error(
     assert 0 == runs.count
 
 
+class OldPydanticModel:
+    """Acts out a pydantic < 2.11 model with a field it cannot render (no ``fallback``)."""
+
+    id = 7
+
+    def model_dump(self, *, mode: str, **options: Any) -> dict[str, Any]:
+        """Fail as pydantic does: no JSON form, and ``fallback`` unknown."""
+        if options:
+            raise TypeError("model_dump() got an unexpected keyword argument 'fallback'")
+        raise ValueError("Unable to serialize unknown type: <class '_thread.lock'>")
+
+
+def test_an_older_pydantic_model_without_json_form_is_a_key_error(
+    idempotency_store: InMemoryPersistenceLayer,
+) -> None:
+    """Without pydantic's ``fallback``, such a model is an `IdempotencyKeyError`, not a crash."""
+    runs = Runs()
+
+    @idempotent_function(data_keyword_argument="job", persistence_store=idempotency_store)
+    def process(job: Any) -> int:
+        return runs(job.id)
+
+    with pytest.raises(IdempotencyKeyError, match="no JSON form"):
+        process(job=OldPydanticModel())
+    assert 0 == runs.count
+
+
 def test_a_dataclass_payload_that_contains_itself_is_a_key_error(
     idempotency_store: InMemoryPersistenceLayer,
 ) -> None:
