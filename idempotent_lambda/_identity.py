@@ -54,7 +54,7 @@ def default_prefix(function: Callable[..., Any]) -> str:
 
 
 _reserved: dict[int, dict[str, Callable[[], object]]] = {}  # id(store) -> name -> function
-_reserved_lock = threading.Lock()
+_reserved_lock = threading.RLock()  # gc.collect() below may run code that decorates
 
 
 def reserve_default_prefix(store: object, function: object, named_by: Any = None) -> None:
