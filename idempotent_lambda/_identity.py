@@ -90,9 +90,9 @@ def reserve_default_prefix(store: object, function: object, named_by: Any = None
             finalizer.atexit = False
             names = _reserved[id(store)] = {}
         holder = names.get(name)
-        if holder is not None and holder() not in (None, function):
+        if holder is not None and _another(holder, function):
             gc.collect()  # an earlier function kept only by a reference cycle is garbage
-        if holder is not None and holder() not in (None, function):
+        if holder is not None and _another(holder, function):
             raise IdempotencyConfigError(
                 f"another function already uses the default key prefix {name!r} on this "
                 "persistence store (handlers built by one factory, or two lambdas in one "
@@ -100,6 +100,12 @@ def reserve_default_prefix(store: object, function: object, named_by: Any = None
                 "keys apart"
             )
         names[name] = _weak(function)
+
+
+def _another(holder: Callable[[], object], function: object) -> bool:
+    """Tell whether ``holder`` still holds a function other than ``function`` (by identity)."""
+    current = holder()
+    return current is not None and current is not function
 
 
 def _weak(function: object) -> Callable[[], object]:
