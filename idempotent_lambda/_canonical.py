@@ -17,8 +17,9 @@ import datetime
 import decimal
 import enum
 import json
+import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from idempotent_lambda.exceptions import IdempotencyKeyError
 
@@ -116,12 +117,70 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def to_plain(value: Any) -> Any:
-    """Turn a dataclass or pydantic model into its JSON form; leave anything else as is."""
+    """Turn a dataclass or pydantic model into its JSON form; leave anything else as is.
+
+    Nothing is copied: `dataclasses.asdict` would deep-copy every field, which fails on a lock
+    or a client the key never reads. A field with no JSON form stays as it is (for pydantic, a
+    stand-in naming its type), and matters only if the key expression reaches it: hashing it
+    then raises `IdempotencyKeyError`.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+        return _fields(value)
     dump: Callable[..., Any] | None = getattr(value, "model_dump", None)
     if dump is not None and not isinstance(value, type):
-        return dump(mode="json")
+        try:
+            return dump(mode="json")
+        except ValueError as exc:  # pydantic's serialisation error: a field it cannot render
+            try:
+                return _stand_ins(dump(mode="json", fallback=_tag))
+            except TypeError:  # pydantic before 2.11 has no ``fallback``
+                raise IdempotencyKeyError(
+                    f"a field of the {type(value).__name__} payload has no JSON form"
+                ) from exc
+    return value
+
+
+def _fields(value: Any) -> Any:
+    """Return what `dataclasses.asdict` returns for ``value``, with the leaves not copied."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _fields(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    kind: Any = type(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return kind(*[_fields(item) for item in value])
+    if isinstance(value, list | tuple):
+        return kind(_fields(item) for item in value)
+    if isinstance(value, dict):
+        items = ((_fields(key), _fields(item)) for key, item in value.items())
+        if hasattr(kind, "default_factory"):  # a defaultdict, rebuilt as asdict rebuilds it
+            return kind(cast(Any, value).default_factory, items)
+        return kind(items)
+    return value
+
+
+class _NoJsonForm:
+    """Stands for a pydantic field value that has no JSON form; hashing it is a key error."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+# pydantic's ``fallback`` must return something it can render, so it returns this tag and the
+# type's name; `_stand_ins` turns the tags into `_NoJsonForm`. The random part keeps any real
+# string from passing for a tag.
+_TAG = f"\0idempotent_lambda.no-json-form.{os.urandom(8).hex()}\0"
+
+
+def _tag(value: Any) -> str:
+    return _TAG + type(value).__name__
+
+
+def _stand_ins(value: Any) -> Any:
+    if type(value) is str and value.startswith(_TAG):
+        return _NoJsonForm(value[len(_TAG) :])
+    if type(value) is dict:
+        return {_stand_ins(key): _stand_ins(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_stand_ins(item) for item in value]
     return value
 
 
@@ -138,9 +197,8 @@ def _replacement(value: Any) -> Any:
     plain = to_plain(value)
     if plain is not value:
         return plain
-    raise IdempotencyKeyError(
-        f"cannot derive an idempotency key from a value of type {type(value).__name__}"
-    )
+    name = value.type_name if isinstance(value, _NoJsonForm) else type(value).__name__
+    raise IdempotencyKeyError(f"cannot derive an idempotency key from a value of type {name}")
 
 
 def _number(value: float | decimal.Decimal) -> str:

@@ -18,6 +18,7 @@ cancellation, and each is a few dozen lines.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from time import perf_counter
 from typing import Any, NoReturn, TypeVar
@@ -474,7 +475,10 @@ class IdempotentCall:
         """
         clock = self.store.clock
         started = clock.now_ms()
-        budget_end = started + int(self.config.wait_for_in_progress_seconds * 1000)
+        wait_s = self.config.wait_for_in_progress_seconds
+        # Infinite: as long as this invocation's own claim would last (its deadline, with a
+        # context); a waiter must never outlive the lease it would hold itself.
+        budget_end = inv.lease_end_ms if math.isinf(wait_s) else started + int(wait_s * 1000)
         if inv.deadline_ms is not None:
             budget_end = min(budget_end, inv.deadline_ms - _WAIT_DEADLINE_MARGIN_MS)
         pause = _WAIT_FIRST_S

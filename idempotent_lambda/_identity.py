@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -11,7 +14,7 @@ from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda._record_format import NATIVE, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyKeyError
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
@@ -47,6 +50,68 @@ class Invocation(NamedTuple):
 def default_prefix(function: Callable[..., Any]) -> str:
     """Return ``"{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}"`` (env read now)."""
     return f"{lambda_function_name()}.{function.__module__}.{function.__qualname__}"
+
+
+_reserved: dict[int, dict[str, Callable[[], object]]] = {}  # id(store) -> name -> function
+_reserved_lock = threading.RLock()  # gc.collect() below may run code that decorates
+
+
+def reserve_default_prefix(store: object, function: object, named_by: Any = None) -> None:
+    """Refuse a second, different function whose default prefix is already used on ``store``.
+
+    Two functions with one ``module.qualname`` (handlers built by one factory, two lambdas in
+    one module) would share keys and replay each other's results. The check is per store
+    object: a test suite that rebuilds a handler with a fresh store for each test is fine. The
+    same function object decorated twice is no collision. A rebuilt function (a factory called
+    again, a module reloaded) is a different function: it is accepted once the earlier one is
+    garbage, refused while it is alive. Functions and stores are held weakly, so neither is kept
+    alive by the check; a store that cannot be weakly referenced is not checked.
+
+    Args:
+        store: The persistence store the function is decorated with.
+        function: The decorated function (or callable object).
+        named_by: What the default prefix is named after, when not ``function`` itself (the
+            class of a callable object).
+
+    Raises:
+        IdempotencyConfigError: A different function, still alive, holds that prefix on
+            ``store``.
+    """
+    source: Any = function if named_by is None else named_by
+    name = f"{source.__module__}.{source.__qualname__}"
+    with _reserved_lock:
+        names = _reserved.get(id(store))
+        if names is None:
+            try:
+                finalizer = weakref.finalize(store, _reserved.pop, id(store), None)
+            except TypeError:
+                return
+            finalizer.atexit = False
+            names = _reserved[id(store)] = {}
+        holder = names.get(name)
+        if holder is not None and _another(holder, function):
+            gc.collect()  # an earlier function kept only by a reference cycle is garbage
+        if holder is not None and _another(holder, function):
+            raise IdempotencyConfigError(
+                f"another function already uses the default key prefix {name!r} on this "
+                "persistence store (handlers built by one factory, or two lambdas in one "
+                "module, share their module and qualname); pass key_prefix= to tell their "
+                "keys apart"
+            )
+        names[name] = _weak(function)
+
+
+def _another(holder: Callable[[], object], function: object) -> bool:
+    """Tell whether ``holder`` still holds a function other than ``function`` (by identity)."""
+    current = holder()
+    return current is not None and current is not function
+
+
+def _weak(function: object) -> Callable[[], object]:
+    try:
+        return weakref.ref(function)
+    except TypeError:  # an object without weak references: hold it
+        return lambda: function
 
 
 def prefix_source(
@@ -105,10 +170,17 @@ def derive_invocation(
     """Compute the invocation's identity; None when there is no key material.
 
     Raises:
-        IdempotencyKeyError: The key expression failed, found nothing while keys are required, or
-            found something that cannot be hashed.
+        IdempotencyKeyError: The payload has no JSON form (a dataclass that contains itself), or
+            the key expression failed, found nothing while keys are required, or found
+            something that cannot be hashed.
     """
-    extracted = config.extract(config.format.prepare(payload))
+    try:
+        plain = config.format.prepare(payload)
+    except (TypeError, ValueError, RecursionError) as exc:  # a cycle; pydantic without fallback
+        raise IdempotencyKeyError(
+            f"the payload has no JSON form to derive a key from: {type(exc).__name__}"
+        ) from exc
+    extracted = config.extract(plain)
     return build_invocation(
         config,
         material=extracted.key,

@@ -13,7 +13,13 @@ from jmespath.exceptions import JMESPathError
 from jmespath.visitor import TreeInterpreter
 
 from idempotent_lambda._jmespath_functions import with_builtins
-from idempotent_lambda._lambda_context import LambdaContextLike, current_lambda_context
+from idempotent_lambda._lambda_context import (
+    LambdaContextLike,
+    as_lambda_context,
+    current_lambda_context,
+    fallback_context,
+    register,
+)
 from idempotent_lambda._record_format import FORMATS, RecordFormat, RecordFormatName
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
@@ -71,7 +77,9 @@ class IdempotencyConfig:
             known (default 900 s); with a context the lease is the invocation's remaining time.
         wait_for_in_progress_seconds: When above 0, a duplicate that arrives while the first call
             runs waits up to this long (never past its own remaining time) for the first call's
-            result instead of raising `IdempotencyAlreadyInProgressError`.
+            result instead of raising `IdempotencyAlreadyInProgressError`. ``math.inf`` means
+            "as long as my own claim would last": until the waiter's Lambda deadline, or
+            without a context for its own lease (``in_progress_expiry_seconds``).
         decision_hook: Called with every `Decision` (outcome, hashed key, timings): the place to
             count metrics (see `idempotent_lambda.metrics`). Exceptions it raises are logged
             and swallowed.
@@ -205,12 +213,19 @@ class IdempotencyConfig:
             ) from exc
 
     def register_lambda_context(self, lambda_context: Any) -> None:
-        """Bind the Lambda context for the current thread or async task.
+        """Register the invocation's Lambda context for every thread of the process.
 
-        Needed only for an `idempotent_function` called outside any decorated handler; the
-        decorators bind the context themselves. Nothing on the config changes.
+        Needed only where no decorated handler binds the context: an `idempotent_function`
+        called from an undecorated handler, or from threads such a handler starts (a
+        ``ThreadPoolExecutor`` does not carry context variables into its workers). Lambda runs
+        one invocation at a time per process, so the registration is process-wide, whichever
+        config it is called on, and replaces the previous one; ``None`` forgets it. Call it at
+        the start of every invocation: a context whose time has run out is never used (the
+        lease falls back to ``in_progress_expiry_seconds``), but one left from an earlier
+        invocation that ended early would still be. A context bound by a decorated handler
+        wins over the registration. Nothing on the config changes.
         """
-        current_lambda_context.set(lambda_context)
+        register(lambda_context)
 
     @property
     def format(self) -> RecordFormat:
@@ -228,10 +243,13 @@ class IdempotencyConfig:
         return self.in_progress_expiry_seconds or DEFAULT_IN_PROGRESS_EXPIRY_SECONDS
 
     def bound_context(self) -> LambdaContextLike | None:
-        """Return the context bound for this thread/task, else the one given to the config."""
-        from idempotent_lambda._lambda_context import as_lambda_context
+        """Return the context whose remaining time is the lease, if any is known.
 
-        return as_lambda_context(current_lambda_context.get()) or as_lambda_context(
+        In order: the one bound for this thread or task (by a decorated handler), the
+        registered one, the config's ``lambda_context``; the last two only while they have
+        time left.
+        """
+        return as_lambda_context(current_lambda_context.get()) or fallback_context(
             self.lambda_context
         )
 

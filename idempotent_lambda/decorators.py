@@ -8,7 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
 from idempotent_lambda._engine import IdempotentCall
-from idempotent_lambda._identity import Invocation, derive_invocation, prefix_source
+from idempotent_lambda._identity import (
+    Invocation,
+    derive_invocation,
+    prefix_source,
+    reserve_default_prefix,
+)
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
@@ -100,6 +105,8 @@ def _decorator(
         raise IdempotencyConfigError("key_prefix must be a non-empty string")
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        if key_prefix is None:
+            reserve_default_prefix(store, function)
         call = IdempotentCall(
             store=store,
             config=settings,

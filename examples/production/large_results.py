@@ -6,7 +6,7 @@ store = DynamoDBPersistenceLayer(
     "IdempotencyTable",
     large_result_bucket="my-idempotency-results",  # required to offload
     large_result_prefix="idempotency/",  # the default
-    large_result_threshold_bytes=None,  # the default: what an item holds (~396 KiB)
+    large_result_threshold_bytes=None,  # the default: what an item holds (400,000 bytes)
     s3_client=None,  # the default: built on first use
 )
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._identity import reserve_default_prefix
 from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
 from idempotent_lambda.adapters._batch_lanes import run_coroutine, run_lanes, run_lanes_async
 from idempotent_lambda.adapters._batch_progress import (
@@ -39,7 +40,7 @@ from idempotent_lambda.adapters._batch_progress import (
     partial_response,
     unique,
 )
-from idempotent_lambda.adapters._batch_records import RecordRunner
+from idempotent_lambda.adapters._batch_records import RecordRunner, prefix_named_by
 from idempotent_lambda.adapters._batch_source import BatchSource, Plan
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyError
@@ -120,6 +121,8 @@ def batch_decorator(
     def decorate(function: Callable[[RecordT, Any], object]) -> BatchHandler:
         if not callable(function):
             raise IdempotencyConfigError("the decorated record handler must be callable")
+        if key_prefix is None:
+            reserve_default_prefix(persistence_store, function, prefix_named_by(function))
         processor = _Processor(
             source,
             function,

@@ -123,6 +123,11 @@ class _Record(Generic[RecordT]):
 
 def default_prefix_of(function: Callable[..., Any]) -> str:
     """Return the default key prefix; a callable object is named by its class."""
+    return default_prefix(prefix_named_by(function))
+
+
+def prefix_named_by(function: Callable[..., Any]) -> Any:
+    """Return what names the default prefix: the function, or a callable object's class."""
     if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
-        return default_prefix(function)
-    return default_prefix(type(function))
+        return function
+    return type(function)

@@ -37,6 +37,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._identity import reserve_default_prefix
 from idempotent_lambda.adapters._http_caller import CallerOption, CallerPolicy
 from idempotent_lambda.adapters._http_event import family_of
 from idempotent_lambda.adapters._http_identity import (
@@ -134,6 +135,8 @@ def idempotent_http(
         raise IdempotencyConfigError("store_cookies must be True or False")
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        if key_prefix is None:
+            reserve_default_prefix(persistence_store, function)
         call = IdempotentCall(
             store=persistence_store,
             config=settings,

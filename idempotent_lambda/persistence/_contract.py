@@ -15,9 +15,12 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
 
-#: DynamoDB's item size limit is 400 KB including attribute names and the other attributes;
-#: what remains for the result after a generous allowance for those.
-MAX_STORED_DATA_BYTES = 400 * 1024 - 4 * 1024
+#: The most a stored result (text, or zlib bytes) may take, in every store. DynamoDB's item limit
+#: is 400 KiB (409,600 bytes) counting attribute names and every other attribute; this leaves
+#: 9,600 bytes for those: the largest keys DynamoDB allows (2,048-byte partition plus 1,024-byte
+#: sort key), the names, a sha512 validation hash, the owner token and the timestamps. The other
+#: stores could hold more, but apply the same limit so a result behaves the same everywhere.
+MAX_STORED_DATA_BYTES = 400_000
 #: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
 DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
 #: DynamoDB's ``TransactWriteItems`` takes at most 100 items; one is the idempotency record.
@@ -171,13 +174,17 @@ def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cuto
 def encode_stored_data(
     data: str, *, compression_threshold: int = DEFAULT_COMPRESSION_THRESHOLD_BYTES
 ) -> str | bytes:
-    """Return the form a result is stored in: the text, or zlib bytes above the threshold.
+    """Return the form a result is stored in: the text, or its zlib bytes.
+
+    The one size rule of every store. The text is kept when it is no larger than
+    ``compression_threshold`` and fits `MAX_STORED_DATA_BYTES`; otherwise it is compressed,
+    whatever the threshold, since compressing is the only way such a result can be stored.
 
     Raises:
-        IdempotencyUnstorableResultError: Still larger than an item can hold once compressed.
+        IdempotencyUnstorableResultError: Still larger than `MAX_STORED_DATA_BYTES` compressed.
     """
     raw = data.encode("utf-8", "surrogatepass")
-    if len(raw) <= compression_threshold:
+    if len(raw) <= compression_threshold and len(raw) <= MAX_STORED_DATA_BYTES:
         return data
     packed = zlib.compress(raw, 6)
     if len(packed) > MAX_STORED_DATA_BYTES:

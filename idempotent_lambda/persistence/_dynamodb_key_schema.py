@@ -54,7 +54,7 @@ class KeySchemaCheck:
 
     def __init__(self, schema: ItemSchema, table_name: str) -> None:
         self._schema = schema
-        self._table_name = table_name
+        self.table_name = table_name
         self._lock = threading.Lock()
         self._described = False
         self._table_keys: dict[str, tuple[str, str]] | None = None  # KeyType -> (name, type)
@@ -99,7 +99,7 @@ class KeySchemaCheck:
         said = str(error.get("Message", ""))
         if any(fragment in said.lower() for fragment in _KEY_SCHEMA_MESSAGES):
             raise IdempotencyKeySchemaError(
-                f"DynamoDB table {self._table_name!r} is not keyed the way the store was built "
+                f"DynamoDB table {self.table_name!r} is not keyed the way the store was built "
                 f"({self._configured()}): {operation} was refused with {said!r}"
             )
 
@@ -108,11 +108,11 @@ class KeySchemaCheck:
         if not self._described:
             self._described = True
             try:
-                table = client.describe_table(TableName=self._table_name)["Table"]
+                table = client.describe_table(TableName=self.table_name)["Table"]
             except Exception as exc:  # optional in IAM: any failure only skips the check
                 logger.debug(
                     "key schema of %s not checked: DescribeTable failed (%s)",
-                    self._table_name,
+                    self.table_name,
                     type(exc).__name__,
                 )
                 return None
@@ -138,7 +138,7 @@ class KeySchemaCheck:
             for kind, (name, attribute_type) in sorted(table_keys.items())
         )
         return (
-            f"DynamoDB table {self._table_name!r} is keyed on {keyed_on}, but the store was built "
+            f"DynamoDB table {self.table_name!r} is keyed on {keyed_on}, but the store was built "
             f"with {self._configured()}: pass the table's partition key as key_attr and its "
             "sort key, if any, as sort_key_attr (both of type S); until then no record is read "
             "or written"

@@ -99,12 +99,13 @@ class DynamoDBPersistenceLayer:
         boto3_session: Session to build the client from (default: a new session).
         boto3_client: A ready ``dynamodb`` client, used as-is.
         clock: Time source for the engine.
-        compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
+        compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed
+            (and any result over the item limit; see `persistence.base.encode_stored_data`).
         large_result_bucket: S3 bucket for results too large for an item (None: no offload).
         large_result_prefix: Key prefix of those objects (default ``"idempotency/"``); give the
             bucket a lifecycle rule on it that expires objects after the record expiry.
         large_result_threshold_bytes: Offload above this stored size (default: what an item
-            holds, about 396 KiB); lower it to make replays of big results cheaper.
+            holds, 400,000 bytes); lower it to make replays of big results cheaper.
         s3_client: A ready ``s3`` client for those objects; else built on first use, like the
             ``dynamodb`` one (``AWS_ENDPOINT_URL_S3`` is honoured).
         large_result_bucket_owner: The account id that must own the bucket, sent as
@@ -478,6 +479,8 @@ class DynamoDBPersistenceLayer:
         """
         with translate_errors("DynamoDB", operation):
             client = self._client.get()
+            if self._key_schema.table_name != self.table_name:  # repointed, as tests do
+                self._key_schema = KeySchemaCheck(self._schema, self.table_name)
             self._key_schema.before(client)
             try:
                 yield client

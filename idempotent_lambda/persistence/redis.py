@@ -150,7 +150,8 @@ class RedisCachePersistenceLayer:
         validation_key_attr: Field of the payload validation hash.
         owner_attr: Field of the owner token of the current claim.
         clock: Time source for the engine.
-        compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
+        compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed
+            (and any result over the item limit; see `persistence.base.encode_stored_data`).
         ttl_grace_seconds: How long Redis keeps a key after its record expired.
 
     Raises:

@@ -25,7 +25,11 @@ from idempotent_lambda.exceptions import (
 from idempotent_lambda.persistence import _aws
 from idempotent_lambda.persistence._dynamodb_item import ItemSchema
 from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
-from idempotent_lambda.persistence.base import DEFAULT_COMPRESSION_THRESHOLD_BYTES, ClaimOutcome
+from idempotent_lambda.persistence.base import (
+    DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    MAX_STORED_DATA_BYTES,
+    ClaimOutcome,
+)
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -322,13 +326,18 @@ def test_failed_claim_with_nothing_to_read_raises_persistence_error(
 def test_item_too_large_for_dynamodb_raises_unstorable(
     dynamodb_client: DynamoDBClient, idempotency_table: str
 ) -> None:
-    """DynamoDB's item-size ValidationException becomes an unstorable-result error."""
+    """DynamoDB's item-size ValidationException becomes an unstorable-result error.
+
+    The shared limit keeps results within an item; here the other attributes push it over (a
+    validation hash no hash function makes), which only DynamoDB itself can notice.
+    """
     store = DynamoDBPersistenceLayer(
         idempotency_table, boto3_client=dynamodb_client, compression_threshold_bytes=10**7
     )
     store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS)
+    at_limit = "x" * MAX_STORED_DATA_BYTES
     too_big = IdempotencyRecord(
-        KEY, Status.COMPLETED, EXPIRY_S, None, "x" * 450_000, None, "owner-a"
+        KEY, Status.COMPLETED, EXPIRY_S, None, at_limit, "h" * 10_000, "owner-a"
     )
     with pytest.raises(IdempotencyUnstorableResultError) as raised:
         store.complete(too_big)

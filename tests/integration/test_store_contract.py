@@ -11,12 +11,14 @@ import base64
 import json
 import os
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    MAX_STORED_DATA_BYTES,
     ClaimOutcome,
     PersistenceStore,
 )
@@ -31,24 +33,41 @@ EXPIRY_S = NOW_S + 3600
 KEY = "test.handler#5d41402abc4b2a76b9719d911017c592"
 
 
-@pytest.fixture(params=["in-memory", "dynamodb", "dynamodb-composite", "redis"])
-def store(request: pytest.FixtureRequest) -> PersistenceStore:
-    """Return each store implementation in turn, empty."""
+STORES = ["in-memory", "dynamodb", "dynamodb-composite", "redis"]
+
+
+def make_store(request: pytest.FixtureRequest, **options: Any) -> PersistenceStore:
+    """Build the store ``request.param`` names, empty, with the constructor ``options``."""
     if request.param == "in-memory":
-        return InMemoryPersistenceLayer()
-    if request.param == "dynamodb":
-        dynamodb_store: DynamoDBPersistenceLayer = request.getfixturevalue("dynamodb_store")
-        return dynamodb_store
+        return InMemoryPersistenceLayer(**options)
     if request.param == "redis":
-        redis_store: PersistenceStore = request.getfixturevalue("redis_store")
-        return redis_store
+        from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
+
+        return RedisCachePersistenceLayer(client=request.getfixturevalue("redis_client"), **options)
+    client = request.getfixturevalue("dynamodb_client")
+    if request.param == "dynamodb":
+        table = request.getfixturevalue("idempotency_table")
+        return DynamoDBPersistenceLayer(table, boto3_client=client, **options)
     table = request.getfixturevalue("make_table")(sort_key_attr="sk")
     return DynamoDBPersistenceLayer(
         table,
         sort_key_attr="sk",
         static_pk_value="idempotency#contract",
-        boto3_client=request.getfixturevalue("dynamodb_client"),
+        boto3_client=client,
+        **options,
     )
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> PersistenceStore:
+    """Return each store implementation in turn, empty."""
+    return make_store(request)
+
+
+@pytest.fixture(params=STORES)
+def uncompressing_store(request: pytest.FixtureRequest) -> PersistenceStore:
+    """Return each store in turn, told to compress nothing under 10 MB."""
+    return make_store(request, compression_threshold_bytes=10**7)
 
 
 def in_progress(
@@ -302,3 +321,38 @@ def test_too_large_result_raises_and_keeps_record_owned(store: PersistenceStore)
     marker = completed(first, '{"unstorable":true}')
     assert store.complete(marker)
     assert marker == store.get(KEY)
+
+
+def test_the_item_limit_holds_whatever_the_compression_threshold(
+    uncompressing_store: PersistenceStore,
+) -> None:
+    """Every store applies one item limit: a result too large for an item as text is compressed
+    whatever the threshold, and one still too large compressed is refused, by every store."""
+    store = uncompressing_store
+    first = in_progress("owner-a")
+    claim(store, first)
+    compressible = json.dumps([{"item": i, "name": f"name-{i}"} for i in range(25_000)])
+    incompressible = base64.b64encode(os.urandom(450_000)).decode()
+    assert len(compressible) > 600_000
+    assert len(incompressible) >= 600_000
+
+    with pytest.raises(IdempotencyUnstorableResultError):
+        store.complete(completed(first, incompressible))
+    assert first == store.get(KEY)
+    assert store.complete(completed(first, compressible))
+    stored = store.get(KEY)
+    assert stored is not None
+    assert compressible == stored.response_data
+
+
+def test_a_result_at_the_item_limit_fits_every_store(uncompressing_store: PersistenceStore) -> None:
+    """A result of exactly the limit, under the threshold, fits every store uncompressed."""
+    store = uncompressing_store
+    first = in_progress("owner-a")
+    claim(store, first)
+    at_limit = base64.b64encode(os.urandom(MAX_STORED_DATA_BYTES))[:MAX_STORED_DATA_BYTES].decode()
+
+    assert store.complete(completed(first, at_limit))
+    stored = store.get(KEY)
+    assert stored is not None
+    assert at_limit == stored.response_data

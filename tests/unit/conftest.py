@@ -6,14 +6,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from idempotent_lambda._lambda_context import current_lambda_context
+from idempotent_lambda._lambda_context import current_lambda_context, register
 from tests.unit._doubles import Decisions
 from tests.unit._modes import Mode
 
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Run each test with idempotency enabled, no function name and no bound Lambda context."""
+    """Run each test with idempotency enabled, no function name and no bound or registered
+    Lambda context."""
     for name in (
         "IDEMPOTENCY_DISABLED",
         "POWERTOOLS_IDEMPOTENCY_DISABLED",
@@ -21,7 +22,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ):
         monkeypatch.delenv(name, raising=False)
     token = current_lambda_context.set(None)
+    register(None)
     yield
+    register(None)
     current_lambda_context.reset(token)
 
 

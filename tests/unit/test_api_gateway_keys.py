@@ -454,7 +454,7 @@ def test_no_key_in_the_body_is_a_400_when_required(
     config = IdempotencyConfig(event_key_jmespath="body.order_id")
     required = Handler(idempotency_store, config=config)
     assert 400 == required(ev.make_event(shape, body=body))["statusCode"]
-    optional = Handler(idempotency_store, config=config, require_key=False)
+    optional = Handler(idempotency_store, config=config, require_key=False, key_prefix="optional")
     assert 201 == optional(ev.make_event(shape, body=body))["statusCode"]
     assert 201 == optional(ev.make_event(shape, body=body))["statusCode"]
     assert 2 == optional.runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -197,3 +198,76 @@ def _digest(material: Any) -> str:
     from idempotent_lambda._identity import digest
 
     return digest(IdempotencyConfig(), material)
+
+
+def _stuck_holder(store: Any, clock: ManualClock, lease_ms: int) -> None:
+    """Put an IN_PROGRESS record for EVENT under prefix "orders", live for ``lease_ms``."""
+    now = clock.now_ms()
+    key = f"orders#{_digest(EVENT)}"
+    stuck = IdempotencyRecord(
+        key, Status.IN_PROGRESS, now // 1000 + 7200, now + lease_ms, owner="crashed"
+    )
+    store.inner.claim(stuck, now_ms=now, lease_cutoff_ms=now)
+
+
+def test_infinite_wait_takes_over_when_the_holders_lease_passes(
+    idempotency_clock: ManualClock, decisions: Decisions
+) -> None:
+    """``math.inf`` waits as long as the holder's lease (no OverflowError), then takes over."""
+    store = PollWatchingStore(InMemoryPersistenceLayer(clock=idempotency_clock))
+    runs = Runs()
+    config = IdempotencyConfig(wait_for_in_progress_seconds=math.inf, decision_hook=decisions)
+
+    @idempotent(persistence_store=store, config=config, key_prefix="orders")
+    def handler(event: dict[str, Any], context: Any) -> int:
+        return runs(event)
+
+    _stuck_holder(store, idempotency_clock, 5_000)
+    thread, waiter = call_in_thread(lambda: handler(EVENT, None))
+    assert store.polled.wait(TIMEOUT_S)
+    idempotency_clock.advance(ms=5_000 + CLOCK_SKEW_TOLERANCE_MS + 1)
+    thread.join(TIMEOUT_S)
+
+    assert {"result": 1} == waiter
+    assert ["TAKEN_OVER"] == decisions.outcomes
+
+
+def test_infinite_wait_stops_before_the_waiters_own_deadline(
+    idempotency_clock: ManualClock,
+) -> None:
+    """With a Lambda context, ``math.inf`` means "until my own deadline": then in-progress."""
+    store = PollWatchingStore(InMemoryPersistenceLayer(clock=idempotency_clock))
+    config = IdempotencyConfig(wait_for_in_progress_seconds=math.inf)
+
+    @idempotent(persistence_store=store, config=config, key_prefix="orders")
+    def handler(event: dict[str, Any], context: Any) -> int:
+        return 1
+
+    _stuck_holder(store, idempotency_clock, 3_600_000)
+    context = FakeLambdaContext(60_000, clock=idempotency_clock)
+    thread, waiter = call_in_thread(lambda: handler(EVENT, context))
+    assert store.polled.wait(TIMEOUT_S)
+    idempotency_clock.advance(ms=60_000)
+    thread.join(TIMEOUT_S)
+
+    assert isinstance(waiter.get("error"), IdempotencyAlreadyInProgressError)
+
+
+def test_infinite_wait_without_a_context_stops_at_the_waiters_own_lease(
+    idempotency_clock: ManualClock,
+) -> None:
+    """Without a context, ``math.inf`` waits at most the waiter's own lease (900 s here)."""
+    store = PollWatchingStore(InMemoryPersistenceLayer(clock=idempotency_clock))
+    config = IdempotencyConfig(wait_for_in_progress_seconds=math.inf)
+
+    @idempotent(persistence_store=store, config=config, key_prefix="orders")
+    def handler(event: dict[str, Any], context: Any) -> int:
+        return 1
+
+    _stuck_holder(store, idempotency_clock, 3_600_000)
+    thread, waiter = call_in_thread(lambda: handler(EVENT, None))
+    assert store.polled.wait(TIMEOUT_S)
+    idempotency_clock.advance(seconds=config.lease_seconds_without_context)
+    thread.join(TIMEOUT_S)
+
+    assert isinstance(waiter.get("error"), IdempotencyAlreadyInProgressError)

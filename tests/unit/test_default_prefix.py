@@ -1,0 +1,132 @@
+"""Default key prefixes: two different functions may not share one on a store."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from idempotent_lambda import (
+    IdempotencyConfigError,
+    InMemoryPersistenceLayer,
+    idempotent,
+    idempotent_function,
+)
+from idempotent_lambda.adapters.api_gateway import idempotent_http
+from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+
+Decorator = Callable[..., Any]
+ADAPTERS: list[Decorator] = [
+    idempotent,
+    idempotent_http,
+    idempotent_sqs_handler,
+    idempotent_stream_handler,
+]
+
+
+def make(decorator: Decorator, store: Any, answer: int, **options: Any) -> Any:
+    """A factory: each call builds a handler whose qualname is ``make.<locals>.handler``."""
+
+    @decorator(persistence_store=store, **options)
+    def handler(event: Any, context: Any) -> Any:
+        return {"statusCode": 200, "body": str(answer)}
+
+    return handler
+
+
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_two_handlers_from_one_factory_on_one_store_are_refused(decorator: Decorator) -> None:
+    """The second, different handler with the same default prefix fails at decoration."""
+    store = InMemoryPersistenceLayer()
+    first = make(decorator, store, 1)
+
+    with pytest.raises(IdempotencyConfigError, match="key_prefix"):
+        make(decorator, store, 2)
+    assert first is not None
+
+
+def test_two_lambdas_in_one_module_are_refused() -> None:
+    """Two lambdas share the qualname ``<lambda>``: the second one needs a key_prefix."""
+    store = InMemoryPersistenceLayer()
+    first = idempotent(persistence_store=store)(lambda event, context: 1)
+
+    with pytest.raises(IdempotencyConfigError, match="key_prefix"):
+        idempotent(persistence_store=store)(lambda event, context: 2)
+    assert first({"id": 1}, None) == 1
+
+
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_the_same_factory_with_a_fresh_store_each_time_works(decorator: Decorator) -> None:
+    """Test suites rebuild the same handler for every test, each with its own store."""
+    handlers = [make(decorator, InMemoryPersistenceLayer(), n) for n in range(3)]
+    assert 3 == len(handlers)
+
+
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_distinct_key_prefixes_let_a_factory_share_a_store(decorator: Decorator) -> None:
+    """A key_prefix per handler is the way to share one store."""
+    store = InMemoryPersistenceLayer()
+    handlers = [make(decorator, store, n, key_prefix=f"handler-{n}") for n in range(3)]
+    assert 3 == len(handlers)
+
+
+def test_the_same_function_decorated_twice_on_one_store_is_no_collision() -> None:
+    """Decorating one function object twice keys both copies alike, which is what they are."""
+    store = InMemoryPersistenceLayer()
+
+    def process(order: Any) -> int:
+        return 1
+
+    first = idempotent_function(data_keyword_argument="order", persistence_store=store)(process)
+    second = idempotent_function(data_keyword_argument="order", persistence_store=store)(process)
+    assert [1, 1] == [first(order={"id": 1}), second(order={"id": 1})]
+
+
+@pytest.fixture
+def no_automatic_gc() -> Iterator[None]:
+    """Only collect garbage when the code under test asks for it."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_a_rebuilt_handler_may_reuse_the_prefix_once_the_old_one_is_garbage() -> None:
+    """A handler nothing uses any more does not block its rebuild, even inside a cycle."""
+    store = InMemoryPersistenceLayer()
+
+    def make_self_referencing() -> Any:
+        @idempotent(persistence_store=store)
+        def handler(event: Any, context: Any) -> Any:
+            return handler  # the closure refers to itself: freed only by the collector
+
+        return handler
+
+    old = make_self_referencing()
+    del old
+    rebuilt = make_self_referencing()
+    assert rebuilt is not None
+
+
+def test_stores_are_checked_separately() -> None:
+    """The same default prefix on two stores is no collision: their keys never meet."""
+    first = make(idempotent, InMemoryPersistenceLayer(), 1)
+    second = make(idempotent, InMemoryPersistenceLayer(), 2)
+    assert ["1", "2"] == [first({"id": 1}, None)["body"], second({"id": 1}, None)["body"]]
+
+
+def test_the_check_keeps_no_store_alive() -> None:
+    """A store nothing else uses is freed, with what the check knew about it."""
+    store = InMemoryPersistenceLayer()
+    make(idempotent, store, 1)
+    dropped = weakref.ref(store)
+    del store
+    gc.collect()
+
+    assert dropped() is None
