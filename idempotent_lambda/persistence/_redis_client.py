@@ -40,6 +40,10 @@ class Commands(Protocol):
         """Return every field of the hash at ``key`` ({} when there is none)."""
         ...
 
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        """Run ``script`` with ``KEYS = keys`` and no arguments; return its reply."""
+        ...
+
 
 class _ExecuteCommand:
     """redis-py and valkey-py clients, standalone or cluster."""
@@ -55,6 +59,9 @@ class _ExecuteCommand:
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._client.execute_command("HGETALL", key, **self._raw))
 
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._client.execute_command("EVAL", script, len(keys), *keys, **self._raw)
+
 
 class _CustomCommand:
     """valkey-glide's synchronous clients; they always return bytes."""
@@ -67,6 +74,9 @@ class _CustomCommand:
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._client.custom_command(["HGETALL", key]))
+
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._client.custom_command(["EVAL", script, str(len(keys)), *keys])
 
 
 class _AsyncGlide:
@@ -97,6 +107,9 @@ class _AsyncGlide:
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return as_dict(self._run(self._client.custom_command(["HGETALL", key])))
+
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._run(self._client.custom_command(["EVAL", script, str(len(keys)), *keys]))
 
 
 def commands_for(client: Any) -> Commands:

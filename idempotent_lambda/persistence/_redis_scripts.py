@@ -68,3 +68,12 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 )
+
+#: Every hash in KEYS, read in one script: a list of HGETALL replies in KEYS order.
+GET_MANY = """
+local replies = {}
+for i, key in ipairs(KEYS) do
+  replies[i] = redis.call('HGETALL', key)
+end
+return replies
+"""

@@ -9,6 +9,7 @@ builds its own client.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
@@ -267,6 +268,30 @@ class RedisCachePersistenceLayer:
         with translated_errors("get"):
             fields = self._get_commands().hgetall(idempotency_key)
         return self._schema.from_fields(idempotency_key, fields) if fields else None
+
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Read the records of ``idempotency_keys`` in one script (one round trip).
+
+        Hashes that do not follow the record format are left out, so the caller's per-key path
+        meets them. On a cluster every key must hash to one slot (give them a hash tag through
+        the key prefix, ``{orders}``); otherwise Redis refuses the script with CROSSSLOT, the
+        error is raised, and a batch falls back to claiming each record.
+        """
+        keys = list(dict.fromkeys(idempotency_keys))
+        if not keys:
+            return {}
+        with translated_errors("get_many"):
+            replies = self._get_commands().eval_keys(scripts.GET_MANY, keys)
+        found: dict[str, IdempotencyRecord] = {}
+        for key, reply in zip(keys, replies, strict=True):
+            fields = as_dict(reply)
+            if not fields:
+                continue
+            try:
+                found[key] = self._schema.from_fields(key, fields)
+            except CorruptHashError:
+                continue
+        return found
 
     def _owner_args(self, owner: str | None) -> list[str]:
         schema = self._schema

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from idempotent_lambda import Decision, IdempotencyPersistenceLayerError, IdempotencyRecord
-from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
+from idempotent_lambda.persistence.base import BatchReadStore, ClaimOutcome, PersistenceStore
 
 
 class StoreDownError(Exception):
@@ -116,3 +117,14 @@ def lease_end_ms(record: IdempotencyRecord) -> int:
     """Return a claimed record's lease end, which every claim has."""
     assert record.in_progress_expiry_timestamp is not None
     return record.in_progress_expiry_timestamp
+
+
+class BatchSpyStore(SpyStore):
+    """A `SpyStore` that also reads many keys at once (``get_many``, counted and failable)."""
+
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Count, maybe fail, then read every key in one call."""
+        self._enter("get_many")
+        inner = self.inner
+        assert isinstance(inner, BatchReadStore)
+        return inner.get_many(idempotency_keys)
