@@ -59,7 +59,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
 )
 from idempotent_lambda.persistence.base import BatchReadStore, PersistenceStore
-from idempotent_lambda.record import IdempotencyRecord
+from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import resolve_serializer
 
 __all__ = [
@@ -239,7 +239,14 @@ class _Processor(Generic[RecordT]):
                     if progress.may_start(index):
                         progress.finish(index, runner.run(index, stored(index)))
 
-                run_lanes(lanes, self.max_concurrency, run_record)
+                # A lane that only replays from the batch read makes no store call: threads
+                # would only add contention, so such lanes run here first.
+                now = self.call.store.clock.now_ms()
+                replays = [all(_replayable(stored(index), now) for index in lane) for lane in lanes]
+                pairs = list(zip(lanes, replays, strict=True))
+                run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
+                waiting = [lane for lane, replay in pairs if not replay]
+                run_lanes(waiting, self.max_concurrency, run_record)
             return partial_response(progress.failed_identifiers())
         finally:
             current_lambda_context.reset(token)
@@ -265,6 +272,13 @@ class _Processor(Generic[RecordT]):
                 type(exc.__cause__ or exc).__name__,
             )
             return {}
+
+
+def _replayable(record: IdempotencyRecord | None, now_ms: int) -> bool:
+    """Tell whether a record read up front will be replayed without another store call."""
+    return (
+        record is not None and record.status is Status.COMPLETED and not record.expired_at(now_ms)
+    )
 
 
 def _records_of(event: Any, source: str) -> list[Any]:
