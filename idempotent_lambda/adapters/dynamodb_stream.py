@@ -306,7 +306,7 @@ def _item(raw: Mapping[str, Any]) -> str | None:
         return None
     try:
         return json.dumps(keys, sort_keys=True)
-    except (TypeError, ValueError):  # keys that are not JSON: the record's run fails it
+    except (TypeError, ValueError, RecursionError):  # not JSON, or nested absurdly deep
         return None
 
 
