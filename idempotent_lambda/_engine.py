@@ -127,7 +127,14 @@ class IdempotentCall:
         self._wanted = audience(config.decision_hook, config.logger)
         self._rebuild = None if type(serializer) is NoOpSerializer else serializer.from_dict
 
-    def call(self, context: Any, derive: Derive | None, body: Callable[[], T]) -> T:
+    def call(
+        self,
+        context: Any,
+        derive: Derive | None,
+        body: Callable[[], T],
+        *,
+        known: IdempotencyRecord | None = None,
+    ) -> T:
         """Carry out one call of a ``def`` function: `enter`, driven in this thread.
 
         Args:
@@ -135,16 +142,25 @@ class IdempotentCall:
             derive: Computes the invocation's identity from the lease context (see `enter`);
                 None when the caller leaves this call alone (it runs unrecorded, undecided).
             body: The decorated function, bound to its arguments.
+            known: The key's record as a strongly consistent read found it just before (a
+                batch's read of all its keys); a live COMPLETED one is replayed without a claim.
         """
-        return run_sync(self.enter(context, derive), body)
+        return run_sync(self.enter(context, derive, known), body)
 
     async def acall(
-        self, context: Any, derive: Derive | None, body: Callable[[], Awaitable[T]]
+        self,
+        context: Any,
+        derive: Derive | None,
+        body: Callable[[], Awaitable[T]],
+        *,
+        known: IdempotencyRecord | None = None,
     ) -> T:
         """Carry out one call of an ``async def`` function: `call`, driven on the event loop."""
-        return await run_async(self.enter(context, derive), body)
+        return await run_async(self.enter(context, derive, known), body)
 
-    def enter(self, context: Any, derive: Derive | None) -> Flow:
+    def enter(
+        self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
+    ) -> Flow:
         """Describe one call: bind the context, then run `flow`, or run the body unrecorded.
 
         The Lambda context is bound first, so nested idempotent functions see it too, and so
@@ -166,7 +182,7 @@ class IdempotentCall:
                         self.note(Outcome.SKIPPED)
             if invocation is None:
                 return (yield from self.unrecorded())
-            return (yield from self.flow(invocation))
+            return (yield from self.flow(invocation, known))
         finally:
             current_lambda_context.reset(token)
 
@@ -190,14 +206,29 @@ class IdempotentCall:
             yield StoreCall("write_transaction", write, (writes,), StoreTally())
         return result
 
-    def flow(self, inv: Invocation) -> Flow:
-        """Describe one invocation: replay, wait, refuse, or run and record the body."""
+    def flow(self, inv: Invocation, known: IdempotencyRecord | None = None) -> Flow:
+        """Describe one invocation: replay, wait, refuse, or run and record the body.
+
+        ``known`` is the key's record read just before (see `call`). Only a COMPLETED record
+        that has not expired is used, with its payload hash checked as on any replay; anything
+        else (absent, IN_PROGRESS, expired) goes through the claim, whose condition decides.
+        """
         store, cache = self.store, self.cache
         if cache is not None:
             cached = cache.get(inv.key, store.clock.now_ms())
             if cached is not None:
                 self._validate(cached, inv)
                 return self._replay(cached, inv, source="cache")
+        if (
+            known is not None
+            and known.status is Status.COMPLETED
+            and known.idempotency_key == inv.key
+            and not known.expired_at(inv.now_ms)
+        ):
+            self._validate(known, inv)
+            if cache is not None:
+                cache.put(known)
+            return self._replay(known, inv, source="batch_read")
 
         previous: IdempotencyRecord | None = None
         source = "store"

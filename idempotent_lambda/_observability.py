@@ -67,7 +67,8 @@ class Decision:
         store_ms: Time spent in store calls.
         handler_ms: Time spent in the decorated body; None when it did not run.
         store_calls: Round trips made to the store.
-        source: Where a replay came from: ``"store"``, ``"cache"`` or ``"wait"``.
+        source: Where a replay came from: ``"store"``, ``"cache"``, ``"wait"`` or
+            ``"batch_read"`` (a batch's read of all its keys).
         error: The class name of the store error, when there was one.
         operation: The store operation that failed (``claim``, ``get``, ``complete``,
             ``release``), for STORE_ERROR, COMPLETE_FAILED and RELEASE_FAILED.

@@ -8,17 +8,23 @@ Rules both sources share:
 
 - A problem with one record (malformed, no key, in progress elsewhere, handler raised, store
   failed) fails that record alone. The batch handler never raises because of a record.
-- Ordered sources (FIFO queues, streams): once a record fails, no further record starts; the
-  failed record and every record not processed are reported.
+- Ordered sources keep order per *chain* (a FIFO message group, a stream item): its records run
+  in batch order, and once one fails the rest of the chain is reported without running. Other
+  chains go on. Streams report every record from the first failure on (Lambda's checkpoint).
+- Records that share an idempotency key run one after the other in batch order, so a duplicate
+  replays the first one's result instead of finding it in progress.
 - Time budget: before a record starts, the Lambda context's remaining time is checked; below the
   safety margin the batch stops and the rest is reported, instead of Lambda killing it mid-record.
-- Concurrency: each *lane* (a standard-queue record, a FIFO message group, or a whole ordered
-  batch) runs in order; up to ``max_concurrency`` lanes run at once in a thread pool (or as
-  asyncio tasks for ``async def`` handlers), each bound to the batch's Lambda context.
+- Concurrency: each *lane* (the records tied by a chain or a key) runs in order; up to
+  ``max_concurrency`` lanes run at once in a thread pool sharing the store's one client (or as
+  asyncio tasks for ``async def`` handlers), each bound to the batch's Lambda context. The answer
+  is the same as with ``max_concurrency=1``.
+- One read: before any record runs, every key is read at once when the store can
+  (`BatchReadStore`) and the batch may be a redelivery; COMPLETED records replay from that read.
 
 This module holds the decorator and the types the sources share; the rules live in
 `_batch_source` (what a source provides), `_batch_progress` (what is reported), `_batch_records`
-(one record's run) and `_batch_lanes` (concurrency).
+(one record's run) and `_batch_lanes` (lanes and concurrency).
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ from typing import Any, Generic, TypeVar, cast
 from idempotent_lambda._engine import IdempotentCall
 from idempotent_lambda._identity import reserve_default_prefix
 from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
-from idempotent_lambda.adapters._batch_lanes import run_coroutine, run_lanes, run_lanes_async
+from idempotent_lambda.adapters._batch_lanes import (
+    plan_lanes,
+    run_coroutine,
+    run_lanes,
+    run_lanes_async,
+)
 from idempotent_lambda.adapters._batch_progress import (
     BatchItemFailure,
     BatchProgress,
@@ -41,13 +52,19 @@ from idempotent_lambda.adapters._batch_progress import (
     unique,
 )
 from idempotent_lambda.adapters._batch_records import RecordRunner, prefix_named_by
-from idempotent_lambda.adapters._batch_source import BatchSource, Plan
+from idempotent_lambda.adapters._batch_source import BatchSource
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyError
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyError,
+    IdempotencyPersistenceLayerError,
+)
+from idempotent_lambda.persistence.base import BatchReadStore, PersistenceStore
+from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import resolve_serializer
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchHandler",
     "BatchItemFailure",
@@ -55,7 +72,6 @@ __all__ = [
     "MalformedEventError",
     "MalformedRecordError",
     "PartialBatchResponse",
-    "Plan",
     "batch_decorator",
 ]
 
@@ -65,6 +81,11 @@ logger = logging.getLogger("idempotent_lambda.batch")
 
 #: Default for ``time_safety_margin_ms``: no record starts with less time than this left.
 DEFAULT_TIME_SAFETY_MARGIN_MS = 1_000
+#: Default for ``max_concurrency``: lanes run at once. Record handlers are I/O-bound (two store
+#: round trips each, plus the handler's own calls), so threads mostly wait: 16 lanes cut a
+#: 100-record batch to about 7 sequential record times, while staying well inside the store
+#: client's pool of 32 connections (so no lane waits for a connection) and adding little memory.
+DEFAULT_MAX_CONCURRENCY = 16
 
 
 class MalformedEventError(IdempotencyError, ValueError):
@@ -187,35 +208,80 @@ class _Processor(Generic[RecordT]):
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
         try:
-            lanes, ordered = self.source.plan(records, self.max_concurrency)
-            lease_context = bound or self.call.config.bound_context()
             runner = RecordRunner(
                 self.source, self.function, self.call, records, context, self.key_prefix
             )
+            keys = [runner.key(index) for index in range(len(records))]
+            chains = self.source.chains(records)
+            lanes = plan_lanes(chains, keys)
+            known = self._read_all(records, keys)
+            lease_context = bound or self.call.config.bound_context()
             progress = BatchProgress(
                 self.source.name,
                 cast(list[str], identifiers),
-                ordered=ordered,
+                chains,
+                checkpoint=self.source.checkpoint,
                 lease_context=lease_context,
                 margin_ms=self.margin_ms,
             )
+
+            def stored(index: int) -> IdempotencyRecord | None:
+                key = keys[index]
+                return None if key is None else known.get(key)
+
             if self.is_async:
 
                 async def run_record_async(index: int) -> None:
                     if progress.may_start(index):
-                        progress.finish(index, await runner.run_async(index))
+                        progress.finish(index, await runner.run_async(index, stored(index)))
 
                 run_coroutine(run_lanes_async(lanes, self.max_concurrency, run_record_async))
             else:
 
                 def run_record(index: int) -> None:
                     if progress.may_start(index):
-                        progress.finish(index, runner.run(index))
+                        progress.finish(index, runner.run(index, stored(index)))
 
-                run_lanes(lanes, self.max_concurrency, run_record)
+                # A lane that only replays from the batch read makes no store call: threads
+                # would only add contention, so such lanes run here first.
+                now = self.call.store.clock.now_ms()
+                replays = [all(_replayable(stored(index), now) for index in lane) for lane in lanes]
+                pairs = list(zip(lanes, replays, strict=True))
+                run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
+                waiting = [lane for lane, replay in pairs if not replay]
+                run_lanes(waiting, self.max_concurrency, run_record)
             return partial_response(progress.failed_identifiers())
         finally:
             current_lambda_context.reset(token)
+
+    def _read_all(self, records: list[Any], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
+        """Read every key of the batch at once, when the store can and a redelivery is possible.
+
+        A failed read only costs its round trip: each record then claims as usual.
+        """
+        store = self.call.store
+        wanted = [key for key in dict.fromkeys(keys) if key is not None]
+        if not wanted or not isinstance(store, BatchReadStore):
+            return {}
+        if not self.source.may_be_redelivered(records):
+            return {}
+        try:
+            return store.get_many(wanted)
+        except IdempotencyPersistenceLayerError as exc:
+            logger.warning(
+                "batch read failed: source=%s keys=%d error=%s; each record claims instead",
+                self.source.name,
+                len(wanted),
+                type(exc.__cause__ or exc).__name__,
+            )
+            return {}
+
+
+def _replayable(record: IdempotencyRecord | None, now_ms: int) -> bool:
+    """Tell whether a record read up front will be replayed without another store call."""
+    return (
+        record is not None and record.status is Status.COMPLETED and not record.expired_at(now_ms)
+    )
 
 
 def _records_of(event: Any, source: str) -> list[Any]:

@@ -1,16 +1,51 @@
 """Concurrency of a batch: lanes run side by side, the records of one lane in order.
 
-A *lane* is a list of record indexes that must run in order (a standard-queue record alone, a
-FIFO message group, or a whole ordered batch). Up to ``workers`` lanes run at once: in a thread
-pool for ``def`` handlers, as asyncio tasks for ``async def`` ones. Each thread runs in a copy of
-the caller's context, so the batch's Lambda context stays bound.
+A *lane* is a list of record indexes that must run in order: the records of one chain (a FIFO
+message group, a stream item) together with every record that shares an idempotency key with
+one of them, so that a duplicate runs after the record it duplicates and replays its result
+instead of meeting its claim in progress. A record tied to nothing is a lane of its own. Up to
+``workers`` lanes run at once: in a thread pool for ``def`` handlers, as asyncio tasks for
+``async def`` ones. Each thread runs in a copy of the caller's context, so the batch's Lambda
+context stays bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+
+
+def plan_lanes(chains: Sequence[Hashable | None], keys: Sequence[str | None]) -> list[list[int]]:
+    """Group record indexes into lanes: records that share a chain or a key end up together.
+
+    Args:
+        chains: Each record's chain (None: independent).
+        keys: Each record's idempotency key (None: none known).
+
+    Returns:
+        The lanes, each in batch order, ordered by their first record.
+    """
+    parent = list(range(len(chains)))
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    first: dict[tuple[int, Hashable], int] = {}
+    for index, ties in enumerate(zip(chains, keys, strict=True)):
+        for kind, tie in enumerate(ties):
+            if tie is None:
+                continue
+            seen = first.setdefault((kind, tie), index)
+            if seen != index:
+                parent[root(index)] = root(seen)
+    lanes: dict[int, list[int]] = {}
+    for index in range(len(chains)):
+        lanes.setdefault(root(index), []).append(index)
+    return list(lanes.values())
 
 
 def run_lanes(lanes: list[list[int]], workers: int, run_record: Callable[[int], None]) -> None:

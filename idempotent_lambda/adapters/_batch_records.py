@@ -5,6 +5,10 @@ read (``event_key_jmespath`` and ``payload_validation_jmespath`` on the raw dict
 source's default key) and the handler runs once per key. A record without an identity (no key
 material, or ``IDEMPOTENCY_DISABLED``) runs unrecorded; either way the handler runs inside a
 transaction, so `current_transaction` works and its writes commit atomically.
+
+Each record's key is known before any record runs (`RecordRunner.key`): the batch plans its
+lanes by key and reads every key at once. Key material is extracted once per record; the
+invocation itself (owner, lease, clock reading) is built when the record starts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._observability import Outcome
 from idempotent_lambda.adapters._batch_source import BatchSource
 from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
+from idempotent_lambda.record import IdempotencyRecord
 
 RecordT = TypeVar("RecordT")
 
@@ -55,21 +60,40 @@ class RecordRunner(Generic[RecordT]):
         self.disabled = idempotency_disabled()  # one decision for the whole batch
         if self.disabled:
             call.note(Outcome.DISABLED)
+        self._records = [_Record(self, index) for index in range(len(records))]
 
-    def run(self, index: int) -> BaseException | None:
-        """Run record ``index``; return the error that failed it, or None."""
-        record = _Record(self, index)
+    def key(self, index: int) -> str | None:
+        """Return record ``index``'s idempotency key; None without one or when it cannot be read.
+
+        An unreadable record is not failed here: its run fails it with the same error.
+        """
+        if self.disabled:
+            return None
         try:
-            self.call.call(self.context, record.deriver, record.body.run)
+            invocation = self._records[index].derive(None)
+        except Exception:  # reported by the record's own run, which meets it again
+            return None
+        return None if invocation is None else invocation.key
+
+    def run(self, index: int, known: IdempotencyRecord | None = None) -> BaseException | None:
+        """Run record ``index``; return the error that failed it, or None.
+
+        ``known`` is the record's stored record when the batch read it up front.
+        """
+        record = self._records[index]
+        try:
+            self.call.call(self.context, record.deriver, record.body.run, known=known)
         except Exception as exc:
             return record.failure(exc)
         return None
 
-    async def run_async(self, index: int) -> BaseException | None:
+    async def run_async(
+        self, index: int, known: IdempotencyRecord | None = None
+    ) -> BaseException | None:
         """Async `run`, for ``async def`` record handlers."""
-        record = _Record(self, index)
+        record = self._records[index]
         try:
-            await self.call.acall(self.context, record.deriver, record.body.run_async)
+            await self.call.acall(self.context, record.deriver, record.body.run_async, known=known)
         except Exception as exc:
             return record.failure(exc)
         return None
@@ -82,8 +106,9 @@ class _Record(Generic[RecordT]):
         self.runner = runner
         self.raw = runner.records[index]
         self._parsed: tuple[RecordT] | None = None
+        self._material: tuple[Any, Any] | None = None
         self.body = TrackedBody(self._handle)
-        self.deriver: Derive | None = None if runner.disabled else self._derive
+        self.deriver: Derive | None = None if runner.disabled else self.derive
 
     def parsed(self) -> RecordT:
         """Return the typed record; raises `MalformedRecordError`."""
@@ -94,16 +119,20 @@ class _Record(Generic[RecordT]):
     def _handle(self) -> Any:
         return self.runner.function(self.parsed(), self.runner.context)
 
-    def _derive(self, lease: LambdaContextLike | None) -> Invocation | None:
+    def derive(self, lease: LambdaContextLike | None) -> Invocation | None:
         """Return the record's identity (None: run without idempotency)."""
-        runner, raw = self.runner, self.raw
-        config = runner.config
-        self.parsed()  # a malformed record fails before anything is claimed
-        extracted = config.extract(raw)
+        runner, config = self.runner, self.runner.config
+        if self._material is None:
+            raw = self.raw
+            self.parsed()  # a malformed record fails before anything is claimed
+            extracted = config.extract(raw)
+            key = extracted.key if config.event_key_jmespath else runner.source.default_key(raw)
+            self._material = (key, extracted.validation)
+        material, validated = self._material
         return build_invocation(
             config,
-            material=extracted.key if config.event_key_jmespath else runner.source.default_key(raw),
-            validated=extracted.validation,
+            material=material,
+            validated=validated,
             prefix=runner.prefix,
             now_ms=runner.call.store.clock.now_ms(),
             context=lease,

@@ -15,10 +15,12 @@ Decorate a handler of one stream record; the result is the Lambda handler for th
         if record.event_name == "INSERT":
             send_welcome_email(record.new_image["email"])
 
-The event source mapping must enable ``ReportBatchItemFailures``. Records run in order; once one
-fails, it and every later record are reported failed without being processed: Lambda resumes
-from the lowest failed sequence number, and processing later records now would apply a newer
-image of an item before an older one on the retry.
+The event source mapping must enable ``ReportBatchItemFailures``. The records of one item (same
+``Keys``) run in sequence order; different items run concurrently (``max_concurrency``). Once a
+record fails, the item's later records are not processed. Lambda resumes the shard from the
+lowest failed sequence number, so the answer reports every record from there on; when they come
+back, the ones that completed meanwhile replay from their idempotency records (one batch read)
+instead of running again.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ import base64
 import datetime
 import decimal
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from idempotent_lambda.adapters._batch import (
+    DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
     BatchHandler,
     BatchItemFailure,
@@ -39,13 +43,13 @@ from idempotent_lambda.adapters._batch import (
     MalformedEventError,
     MalformedRecordError,
     PartialBatchResponse,
-    Plan,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.persistence.base import PersistenceStore
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchItemFailure",
     "DynamoDBStreamRecord",
@@ -159,6 +163,7 @@ def idempotent_stream_handler(
     persistence_store: PersistenceStore,
     config: IdempotencyConfig | None = None,
     key_prefix: str | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
 ) -> Callable[[Callable[[DynamoDBStreamRecord, Any], object]], BatchHandler]:
     """Turn a handler of one stream record into an idempotent handler of stream batches.
@@ -172,14 +177,21 @@ def idempotent_stream_handler(
     record replays; ``config.event_key_jmespath`` applies to the raw record instead (for
     instance ``"dynamodb.NewImage.version.N"`` together with the keys).
 
-    Records run one at a time, in order. Once a record fails (malformed, key error, in progress
-    elsewhere, store error, handler raised), no further record starts: it and every later record
-    are reported failed. Each failure is logged with the sequence number and error class.
+    Order: the records of one item (same ``Keys``) run in sequence order, and different items
+    run concurrently. Once a record fails (malformed, key error, in progress elsewhere, store
+    error, handler raised), the item's later records do not start. Lambda resumes the shard from
+    the lowest failed sequence number, so every record from that one on is reported failed,
+    including records of other items that completed: on the retry, those replay from their
+    idempotency records. Before any record runs, every key is read at once when the store can
+    (`BatchReadStore`), so a redelivered tail costs one read. Each failure is logged with the
+    sequence number and error class. The answer is the same whatever ``max_concurrency`` is.
 
     Args:
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
+        max_concurrency: How many items run at once (threads sharing the store's client, or
+            asyncio tasks for ``async def`` handlers); 1 runs the batch one record at a time.
         time_safety_margin_ms: No record starts with less time than this left in the invocation;
             the rest is reported failed. 0 turns the check off.
 
@@ -191,7 +203,7 @@ def idempotent_stream_handler(
         persistence_store=persistence_store,
         config=config,
         key_prefix=key_prefix,
-        max_concurrency=1,
+        max_concurrency=max_concurrency,
         time_safety_margin_ms=time_safety_margin_ms,
     )
 
@@ -275,8 +287,32 @@ def _default_key(raw: Mapping[str, Any]) -> Any:
     }
 
 
-def _plan(records: Sequence[Mapping[str, Any]], max_concurrency: int) -> Plan:
-    return [list(range(len(records)))], True
+def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
+    """Each record's item: its keys as delivered, canonically ordered (a batch is one shard).
+
+    When a record's item cannot be read, nothing can be said about what it orders against, so
+    the whole batch becomes one chain: in sequence order, stopping at the first failure.
+    """
+    items = [_item(raw) for raw in records]
+    if None in items:
+        return ["batch"] * len(records)
+    return list(items)
+
+
+def _item(raw: Mapping[str, Any]) -> str | None:
+    change = raw.get("dynamodb")
+    keys = change.get("Keys") if isinstance(change, Mapping) else None
+    if not isinstance(keys, Mapping):
+        return None
+    try:
+        return json.dumps(keys, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # not JSON, or nested absurdly deep
+        return None
+
+
+def _always(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Streams carry no redelivery hint, and a retried shard resends its whole tail."""
+    return True
 
 
 STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
@@ -284,5 +320,7 @@ STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
     identify=_identify,
     parse=DynamoDBStreamRecord.from_raw,
     default_key=_default_key,
-    plan=_plan,
+    chains=_chains,
+    checkpoint=True,
+    may_be_redelivered=_always,
 )

@@ -15,9 +15,11 @@ Decorate a handler of one message; the result is the Lambda handler for the whol
         return charge(record.json_body)
 
 The event source mapping must enable ``ReportBatchItemFailures``. Each message runs once per key
-(the message id by default); the handler's return value is what is stored and replayed. Standard
-queues: every record is attempted and failures are reported one by one. FIFO queues: once a
-record fails, it and every later record are reported failed without being processed.
+(the message id by default); the handler's return value is what is stored and replayed. Records
+run concurrently (``max_concurrency``, 16 by default). Standard queues: every record is attempted
+and failures are reported one by one. FIFO queues: each message group runs in order; once a
+record fails, the rest of its group is reported failed without being processed, while other
+groups go on (Powertools' ``skip_group_on_error=True``).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from idempotent_lambda.adapters._batch import (
+    DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
     BatchHandler,
     BatchItemFailure,
@@ -37,13 +40,13 @@ from idempotent_lambda.adapters._batch import (
     MalformedEventError,
     MalformedRecordError,
     PartialBatchResponse,
-    Plan,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.persistence.base import PersistenceStore
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchItemFailure",
     "MalformedEventError",
@@ -155,7 +158,7 @@ def idempotent_sqs_handler(
     persistence_store: PersistenceStore,
     config: IdempotencyConfig | None = None,
     key_prefix: str | None = None,
-    max_concurrency: int = 1,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
 ) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
     """Turn a handler of one SQS message into an idempotent handler of SQS batches.
@@ -167,22 +170,27 @@ def idempotent_sqs_handler(
 
     Key: the message id, so a redelivered message replays; ``config.event_key_jmespath`` applies
     to the raw record instead (``"powertools_json(body).order_id"``), so two messages with the same
-    business key run once. Two records of one batch with the same key: processed one after the
-    other, the second replays the first's result; processed concurrently, the second is
-    reported failed (in progress) and replays when redelivered.
+    business key run once. Records of one batch with the same key run one after the other, in
+    batch order, and the later ones replay the first one's result.
+
+    Before any record runs, every key is read at once when the store can (`BatchReadStore`:
+    DynamoDB, Redis, in-memory) unless every message's ``ApproximateReceiveCount`` is 1 (a first
+    delivery): records already COMPLETED replay from that read without a write.
 
     Failures: a malformed record, a key error, a key in progress elsewhere, a store error or the
     handler raising fails that record (logged with its message id and the error class, never the
     body). Standard queues: every record is attempted. FIFO queues (ARN ending in ``.fifo``):
-    once a record fails, no record starts any more and the rest is reported failed.
+    once a record fails, the rest of its message group is reported failed without running;
+    other groups go on, since FIFO only orders messages within a group. The answer lists the
+    same records, in the same order, whatever ``max_concurrency`` is.
 
     Args:
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        max_concurrency: Above 1, records of a standard queue run in a thread pool of this size
-            (asyncio tasks for ``async def`` handlers); on a FIFO queue, message groups run
-            concurrently while each group keeps its order.
+        max_concurrency: How many records (FIFO: message groups) run at once: threads sharing
+            the store's client for ``def`` handlers, asyncio tasks for ``async def`` ones.
+            1 processes the batch one record at a time.
         time_safety_margin_ms: No record starts with less time than this left in the invocation;
             the rest is reported failed. 0 turns the check off.
 
@@ -248,18 +256,29 @@ def _default_key(raw: Mapping[str, Any]) -> Any:
     return raw["messageId"]
 
 
-def _plan(records: Sequence[Mapping[str, Any]], max_concurrency: int) -> Plan:
-    indexes = range(len(records))
-    if not any(is_fifo_arn(raw.get("eventSourceARN")) for raw in records):
-        return [[index] for index in indexes], False
-    if max_concurrency <= 1:
-        return [list(indexes)], True
-    groups: dict[str | None, list[int]] = {}
-    for index, raw in enumerate(records):
+def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
+    return [_chain(raw) for raw in records]
+
+
+def _chain(raw: Mapping[str, Any]) -> Hashable | None:
+    """FIFO: the message group (a record without one is a group of its own); else None."""
+    if not is_fifo_arn(raw.get("eventSourceARN")):
+        return None
+    attributes = raw.get("attributes")
+    group = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
+    return ("group", group) if isinstance(group, str) else ("message", raw.get("messageId"))
+
+
+def _may_be_redelivered(records: Sequence[Mapping[str, Any]]) -> bool:
+    """False only when every message says it is received for the first time."""
+    for raw in records:
         attributes = raw.get("attributes")
-        group = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
-        groups.setdefault(group if isinstance(group, str) else None, []).append(index)
-    return list(groups.values()), True
+        count = (
+            attributes.get("ApproximateReceiveCount") if isinstance(attributes, Mapping) else None
+        )
+        if count != "1":
+            return True
+    return False
 
 
 SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
@@ -267,5 +286,7 @@ SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
     identify=_identify,
     parse=SQSRecord.from_raw,
     default_key=_default_key,
-    plan=_plan,
+    chains=_chains,
+    checkpoint=False,
+    may_be_redelivered=_may_be_redelivered,
 )

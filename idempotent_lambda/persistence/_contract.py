@@ -121,6 +121,25 @@ class TransactionalStore(PersistenceStore, Protocol):
         ...
 
 
+@runtime_checkable
+class BatchReadStore(PersistenceStore, Protocol):
+    """A store that reads many records in one round trip (the optional capability batches use).
+
+    A batch handler reads every record's key this way before it claims any: a redelivered batch
+    then replays its COMPLETED records from this one read instead of a claim each.
+    """
+
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Read the records of ``idempotency_keys`` with strong consistency, as `get` would.
+
+        Returns:
+            The records found, by key. A key may be missing because it has no record or
+            because the store could not read it in time (throttled, say): callers treat a
+            missing key as unknown, never as proof that no record exists.
+        """
+        ...
+
+
 def transactional(store: object) -> TransactionalStore:
     """Return ``store`` typed as a `TransactionalStore`, after checking that it is one.
 

@@ -42,6 +42,9 @@ class Commands(Protocol):
 
     def get(self, key: str) -> bytes | None:
         """Return the string at ``key`` (None when there is none)."""
+
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        """Run ``script`` with ``KEYS = keys`` and no arguments; return its reply."""
         ...
 
 
@@ -63,6 +66,9 @@ class _ExecuteCommand:
         reply: bytes | None = self._client.execute_command("GET", key, **self._raw)
         return reply
 
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._client.execute_command("EVAL", script, len(keys), *keys, **self._raw)
+
 
 class _CustomCommand:
     """valkey-glide's synchronous clients; they always return bytes."""
@@ -79,6 +85,9 @@ class _CustomCommand:
     def get(self, key: str) -> bytes | None:
         reply: bytes | None = self._client.custom_command(["GET", key])
         return reply
+
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._client.custom_command(["EVAL", script, str(len(keys)), *keys])
 
 
 class _AsyncGlide:
@@ -113,6 +122,9 @@ class _AsyncGlide:
     def get(self, key: str) -> bytes | None:
         reply: bytes | None = self._run(self._client.custom_command(["GET", key]))
         return reply
+
+    def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
+        return self._run(self._client.custom_command(["EVAL", script, str(len(keys)), *keys]))
 
 
 def commands_for(client: Any) -> Commands:

@@ -69,6 +69,15 @@ return 1
 """
 )
 
+#: Every hash in KEYS, read in one script: a list of HGETALL replies in KEYS order.
+GET_MANY = """
+local replies = {}
+for i, key in ipairs(KEYS) do
+  replies[i] = redis.call('HGETALL', key)
+end
+return replies
+"""
+
 # --- Powertools' layout: one JSON string per key (see `_redis_json`). The record is decoded
 # with cjson only to read it; the new value arrives ready-made, so numbers are never re-encoded.
 

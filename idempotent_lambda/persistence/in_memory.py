@@ -120,6 +120,12 @@ class InMemoryPersistenceLayer:
         with self._lock:
             return self._read(idempotency_key)
 
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Return the records of ``idempotency_keys`` that exist, by key (one lock hold)."""
+        with self._lock:
+            found = {key: self._read(key) for key in idempotency_keys}
+        return {key: record for key, record in found.items() if record is not None}
+
     def clear(self) -> None:
         """Forget every record and committed write (handy between tests)."""
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
@@ -21,9 +22,11 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceConnectionError,
     IdempotencyPersistenceConsistencyError,
 )
+from idempotent_lambda.persistence import _redis_scripts as scripts
 from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._redis_client import (
     Commands,
+    as_dict,
     build_client,
     commands_for,
     translated_errors,
@@ -296,6 +299,30 @@ class RedisCachePersistenceLayer:
         """Read the record for ``idempotency_key``; None when absent."""
         with translated_errors("get"):
             return self._layout.read(self._get_commands(), idempotency_key)
+
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Read the records of ``idempotency_keys`` in one script (one round trip).
+
+        Hashes that do not follow the record format are left out, so the caller's per-key path
+        meets them. On a cluster every key must hash to one slot (give them a hash tag through
+        the key prefix, ``{orders}``); otherwise Redis refuses the script with CROSSSLOT, the
+        error is raised, and a batch falls back to claiming each record.
+        """
+        keys = list(dict.fromkeys(idempotency_keys))
+        if not keys or self._layout is not self._schema:  # Powertools' layout: no batch read
+            return {}
+        with translated_errors("get_many"):
+            replies = self._get_commands().eval_keys(scripts.GET_MANY, keys)
+        found: dict[str, IdempotencyRecord] = {}
+        for key, reply in zip(keys, replies, strict=True):
+            fields = as_dict(reply)
+            if not fields:
+                continue
+            try:
+                found[key] = self._schema.from_fields(key, fields)
+            except CorruptHashError:
+                continue
+        return found
 
     def _ttl_ms(self, record: IdempotencyRecord, now_ms: int) -> str:
         """Return the key's TTL for ``record`` in milliseconds ("" to keep it forever)."""

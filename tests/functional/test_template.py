@@ -35,11 +35,14 @@ CLIENT_METHOD_ACTIONS = {
     "put_item": "dynamodb:PutItem",
     "delete_item": "dynamodb:DeleteItem",
     "transact_write_items": "dynamodb:PutItem",
+    "batch_get_item": "dynamodb:BatchGetItem",
 }
 APP = ROOT / "samples" / "app"
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
 #: The store's default ``large_result_prefix`` (the sample passes none).
 LARGE_RESULT_PREFIX = "idempotency/"
+#: Batch handlers also read all of a batch's keys at once.
+BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction"}
 LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
 LARGE_RESULT_OBJECTS = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + LARGE_RESULT_PREFIX + "*"}
 EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
@@ -110,7 +113,8 @@ def key_prefix_in(handler: str) -> str:
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
     template: dict[str, Any],
 ) -> None:
-    """Idempotency table: GetItem, PutItem, DeleteItem, on items of the function's key prefix."""
+    """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem), on
+    items of the function's key prefix."""
     functions = resources(template, "AWS::Serverless::Function")
     assert functions
     prefixes = set()
@@ -121,7 +125,8 @@ def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
         assert 1 == len(on_table), name
         statement = on_table[0]
         assert "Allow" == statement["Effect"]
-        assert sorted(IDEMPOTENCY_ACTIONS) == sorted(as_list(statement["Action"])), name
+        expected = IDEMPOTENCY_ACTIONS + ["dynamodb:BatchGetItem"] * (name in BATCH_FUNCTIONS)
+        assert sorted(expected) == sorted(as_list(statement["Action"])), name
         assert IDEMPOTENCY_TABLE_ARN == statement["Resource"], name
         prefix = key_prefix_in(function["Handler"])
         prefixes.add(prefix)
@@ -154,7 +159,8 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     called.discard("describe_table")
     assert {"get_item", "put_item", "delete_item"} <= called
     assert called <= set(CLIENT_METHOD_ACTIONS), called - set(CLIENT_METHOD_ACTIONS)
-    assert set(IDEMPOTENCY_ACTIONS) == {CLIENT_METHOD_ACTIONS[method] for method in called}
+    granted = {*IDEMPOTENCY_ACTIONS, "dynamodb:BatchGetItem"}  # the last: batch functions only
+    assert granted == {CLIENT_METHOD_ACTIONS[method] for method in called}
 
 
 def test_no_statement_uses_wildcards(template: dict[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -55,27 +57,50 @@ class Ledger:
         self.applied.append((record.new_image["account"], record.new_image["balance"]))
 
 
-def test_stream_stops_at_the_first_failure_and_keeps_per_item_order(
-    dynamodb_store: DynamoDBPersistenceLayer,
+def count_operations(client: Any) -> Counter[str]:
+    """Count the DynamoDB operations ``client`` sends from now on, by name."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def count(model: Any, **_: Any) -> None:
+        with lock:
+            counts[model.name] += 1
+
+    client.meta.events.register("before-call.dynamodb", count)
+    return counts
+
+
+def by_account(applied: list[tuple[str, Decimal]]) -> dict[str, list[int]]:
+    """Return the balances applied to each account, in the order they were applied."""
+    balances: dict[str, list[int]] = {}
+    for account, balance in applied:
+        balances.setdefault(account, []).append(int(balance))
+    return balances
+
+
+def test_interleaved_failures_report_from_the_checkpoint_and_redelivery_replays(
+    dynamodb_store: DynamoDBPersistenceLayer, dynamodb_client: Any
 ) -> None:
-    """A failure stops the batch; Lambda's retry from it applies every image once, in order."""
-    ledger = Ledger(fail={3})
+    """Accounts a, b, c interleave; a fails at 4 and b at 8. Every record from 4 on is reported;
+    Lambda's retry from 4 applies each image once, in order per account, and the records that
+    completed meanwhile replay from one BatchGetItem without running or writing."""
+    ledger = Ledger(fail={4, 8})
     handler = idempotent_stream_handler(persistence_store=dynamodb_store)(ledger)
-    records = [
-        change(1, "a", 10),
-        change(2, "b", 5),
-        change(3, "a", 20),
-        change(4, "a", 30),
-        change(5, "b", 6),
-    ]
+    accounts = "abcabcabcabc"
+    records = [change(n, account, n) for n, account in enumerate(accounts, start=1)]
     response = handler({"Records": records}, FakeLambdaContext(30_000))
-    assert [r["dynamodb"]["SequenceNumber"] for r in records[2:]] == failed(response)
-    assert [("a", Decimal(10)), ("b", Decimal(5))] == ledger.applied
+    assert [r["dynamodb"]["SequenceNumber"] for r in records[3:]] == failed(response)
+    assert {"a": [1], "b": [2, 5], "c": [3, 6, 9, 12]} == by_account(ledger.applied)
 
     ledger.fail.clear()
-    assert [] == failed(handler({"Records": records[2:]}, FakeLambdaContext(30_000)))
-    expected = [("a", 10), ("b", 5), ("a", 20), ("a", 30), ("b", 6)]
-    assert [(account, Decimal(balance)) for account, balance in expected] == ledger.applied
+    operations = count_operations(dynamodb_client)
+    assert [] == failed(handler({"Records": records[3:]}, FakeLambdaContext(30_000)))
+    assert {"a": [1, 4, 7, 10], "b": [2, 5, 8, 11], "c": [3, 6, 9, 12]} == by_account(
+        ledger.applied
+    )
+    # 4 records replay from the read (5 of b; 6, 9, 12 of c); each of the 5 that run (4, 7, 10
+    # of a; 8, 11 of b) costs a claim and a completion.
+    assert {"BatchGetItem": 1, "PutItem": 10} == dict(operations)
 
 
 def test_re_read_batch_replays_every_record(dynamodb_store: DynamoDBPersistenceLayer) -> None:

@@ -19,6 +19,7 @@ from idempotent_lambda.exceptions import IdempotencyUnstorableResultError
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_STORED_DATA_BYTES,
+    BatchReadStore,
     ClaimOutcome,
     PersistenceStore,
 )
@@ -356,3 +357,31 @@ def test_a_result_at_the_item_limit_fits_every_store(uncompressing_store: Persis
     stored = store.get(KEY)
     assert stored is not None
     assert at_limit == stored.response_data
+
+
+def batch_reader(store: PersistenceStore) -> BatchReadStore:
+    """Return ``store`` as a `BatchReadStore` (every store here is one)."""
+    assert isinstance(store, BatchReadStore)
+    return store
+
+
+def test_get_many_returns_only_the_records_that_exist(store: PersistenceStore) -> None:
+    """A batch read returns each stored record by key, as `get` does, and skips the absent."""
+    done = completed(in_progress("owner-a"), data="x" * (DEFAULT_COMPRESSION_THRESHOLD_BYTES + 9))
+    claim(store, in_progress("owner-a"))
+    assert store.complete(done)
+    live = replace(in_progress("owner-b"), idempotency_key=KEY + "-live")
+    claim(store, live)
+    found = batch_reader(store).get_many([KEY + "-absent", KEY, live.idempotency_key, KEY])
+    assert {KEY: done, live.idempotency_key: live} == found
+    assert {} == batch_reader(store).get_many([])
+
+
+def test_get_many_reads_more_keys_than_one_request_holds(store: PersistenceStore) -> None:
+    """250 keys (three DynamoDB requests of at most 100) come back complete."""
+    keys = [f"{KEY}-{n}" for n in range(250)]
+    for key in keys[::2]:
+        claim(store, replace(in_progress("owner-a"), idempotency_key=key))
+    found = batch_reader(store).get_many(keys)
+    assert set(keys[::2]) == set(found)
+    assert all(found[key].idempotency_key == key for key in found)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from idempotent_lambda import Decision, IdempotencyPersistenceLayerError, IdempotencyRecord
-from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
+from idempotent_lambda.persistence.base import BatchReadStore, ClaimOutcome, PersistenceStore
 from idempotent_lambda.testing import ManualClock
 
 
@@ -157,3 +158,14 @@ class SimulatedPauses:
         self.seconds.append(seconds)
         assert self.total <= self.limit_s, f"still waiting after {self.total:.1f} s: a hang"
         self.clock.advance(seconds)
+
+
+class BatchSpyStore(SpyStore):
+    """A `SpyStore` that also reads many keys at once (``get_many``, counted and failable)."""
+
+    def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
+        """Count, maybe fail, then read every key in one call."""
+        self._enter("get_many")
+        inner = self.inner
+        assert isinstance(inner, BatchReadStore)
+        return inner.get_many(idempotency_keys)

@@ -192,7 +192,7 @@ def test_redelivered_batch_replays_every_message_with_one_store_call_each(
     assert 10 == spy.total_calls
     assert [] == failed(handler(copy.deepcopy(event), lambda_context))
     assert 15 == spy.total_calls
-    assert [f"m-{n}" for n in range(5)] == calls.seen
+    assert [f"m-{n}" for n in range(5)] == sorted(calls.seen)
 
 
 def test_default_key_is_the_message_id(
@@ -300,7 +300,7 @@ def test_standard_queue_attempts_every_record_and_reports_each_failure(
     calls = Calls(fail={"m-1", "m-3"})
     event = batch(*(message(f"m-{n}") for n in range(5)))
     assert ["m-1", "m-3"] == failed(make(idempotency_store, calls)(event, lambda_context))
-    assert [f"m-{n}" for n in range(5)] == calls.seen
+    assert [f"m-{n}" for n in range(5)] == sorted(calls.seen)
 
 
 def test_redelivery_runs_only_the_records_that_failed(
@@ -313,7 +313,7 @@ def test_redelivery_runs_only_the_records_that_failed(
     assert ["m-2"] == failed(handler(event, lambda_context))
     calls.fail.clear()
     assert [] == failed(handler(event, lambda_context))
-    assert ["m-0", "m-1", "m-2", "m-3", "m-2"] == calls.seen
+    assert ["m-0", "m-1", "m-2", "m-2", "m-3"] == sorted(calls.seen)
 
 
 def test_record_in_progress_elsewhere_is_reported_failed(
@@ -484,19 +484,22 @@ def test_unstorable_error_raised_by_the_handler_itself_is_a_failure(
 # --- FIFO queues -------------------------------------------------------------------------------
 
 
-def test_fifo_stops_at_the_first_failure_and_reports_the_rest(
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_fifo_failure_stops_its_group_and_other_groups_go_on(
     idempotency_store: InMemoryPersistenceLayer,
     lambda_context: FakeLambdaContext,
     caplog: pytest.LogCaptureFixture,
+    concurrency: int,
 ) -> None:
-    """After a failure no record starts; it and every later record are reported in order."""
+    """After a failure no record of its group starts; they are reported, other groups run."""
     calls = Calls(fail={"m-2"})
     event = batch(*(message(f"m-{n}", arn=FIFO_ARN, group=f"g{n % 2}") for n in range(5)))
     with caplog.at_level(logging.INFO, logger="idempotent_lambda"):
-        response = make(idempotency_store, calls)(event, lambda_context)
-    assert ["m-2", "m-3", "m-4"] == failed(response)
-    assert ["m-0", "m-1", "m-2"] == calls.seen
-    assert "batch stopped: source=sqs reason=after_failure" in caplog.text
+        response = make(idempotency_store, calls, max_concurrency=concurrency)(
+            event, lambda_context
+        )
+    assert ["m-2", "m-4"] == failed(response)
+    assert ["m-0", "m-1", "m-2", "m-3"] == sorted(calls.seen)
     assert "batch record not processed: source=sqs id=m-4 reason=after_failure" in caplog.text
 
 
@@ -513,13 +516,15 @@ def test_fifo_redelivery_resumes_from_the_failed_record(
     assert ["m-0", "m-1", "m-1", "m-2"] == calls.seen
 
 
-def test_fifo_in_progress_duplicate_stops_the_batch_too(
+def test_fifo_malformed_record_stops_its_group_too(
     idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
-    """Any failure counts, not only handler exceptions: a malformed record stops FIFO."""
+    """Any failure counts, not only handler exceptions: a malformed record stops its group."""
     broken = message("m-1", arn=FIFO_ARN, group="g")
     del broken["body"]
     calls = Calls()
-    event = batch(message("m-0", arn=FIFO_ARN, group="g"), broken, message("m-2", arn=FIFO_ARN))
+    event = batch(
+        message("m-0", arn=FIFO_ARN, group="g"), broken, message("m-2", arn=FIFO_ARN, group="g")
+    )
     assert ["m-1", "m-2"] == failed(make(idempotency_store, calls)(event, lambda_context))
     assert ["m-0"] == calls.seen
