@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import os
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -20,6 +19,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
+from idempotent_lambda.persistence import _dynamodb_batch_read as batch_read
 from idempotent_lambda.persistence import _dynamodb_operator as operator
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
@@ -42,11 +42,6 @@ if TYPE_CHECKING:
     from botocore.config import Config
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
-
-#: ``BatchGetItem`` takes at most 100 keys per request.
-_BATCH_GET_LIMIT = 100
-#: Requests for one chunk (the first and the retries of unprocessed keys), and the first backoff.
-_BATCH_GET_ATTEMPTS, _BATCH_GET_BACKOFF_S = 4, 0.05
 
 #: Claim condition; must agree with `idempotent_lambda.persistence.base.claim_allowed`.
 _CLAIM_CONDITION = (
@@ -395,32 +390,9 @@ class DynamoDBPersistenceLayer:
         still unread are left out, as are items that do not follow the record format, so the
         caller's per-key path meets them instead. IAM: ``dynamodb:BatchGetItem``.
         """
-        unique = list(dict.fromkeys(idempotency_keys))
-        found: dict[str, IdempotencyRecord] = {}
-        for start in range(0, len(unique), _BATCH_GET_LIMIT):
-            chunk = unique[start : start + _BATCH_GET_LIMIT]
-            for item in self._batch_get([self._schema.key(key) for key in chunk]):
-                try:
-                    record = self._resolve(self._schema.from_item(item))
-                except CorruptItemError:
-                    continue
-                found[record.idempotency_key] = record
-        return found
-
-    def _batch_get(self, keys: list[Any]) -> list[Mapping[str, Any]]:
-        """Return the items of ``keys`` (at most 100), retrying unprocessed keys a few times."""
-        items: list[Mapping[str, Any]] = []
-        pending: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(_BATCH_GET_ATTEMPTS):
-            if attempt:
-                time.sleep(min(_BATCH_GET_BACKOFF_S * 2 ** (attempt - 1), 0.5))
-            with self._request("BatchGetItem") as client:
-                response = client.batch_get_item(RequestItems=pending)
-            items.extend(response.get("Responses", {}).get(self.table_name, ()))
-            pending = response.get("UnprocessedKeys") or {}
-            if not pending.get(self.table_name, {}).get("Keys"):
-                break
-        return items
+        return batch_read.read_many(
+            self._request, self.table_name, self._schema, idempotency_keys, self._resolve
+        )
 
     # --- Operator methods (the CLI's), never on an invocation's path. ---
 
