@@ -198,22 +198,11 @@ def summary_section(results: Results) -> list[str]:
     rows = []
     if results.cpu is not None:
         groups = {
-            "small event, every path and config: overhead <= 0.25x Powertools": [
+            "small event, every path and config: overhead <= 0.5x Powertools": [
                 r for r in results.cpu if r.scenario.event.name == "small"
             ],
-            "large event, first call: <= 0.5x Powertools": [
-                r
-                for r in results.cpu
-                if r.scenario.event.name == "large"
-                and r.scenario.path == "first"
-                and not r.scenario.validation
-            ],
-            "large event, first call with validation: <= 0.3x Powertools": [
-                r
-                for r in results.cpu
-                if r.scenario.event.name == "large"
-                and r.scenario.path == "first"
-                and r.scenario.validation
+            "large event, every path and config: overhead <= 0.6x Powertools": [
+                r for r in results.cpu if r.scenario.event.name == "large"
             ],
         }
         for label, group in groups.items():
