@@ -74,12 +74,11 @@ class Scenario:
         return "key + validation" if self.validation else "key"
 
     def target(self) -> float | None:
-        """Return the ratio target (ours / Powertools) this scenario is held to, if any."""
-        if self.event.name == "small":
-            return 0.25
-        if self.path == "first":
-            return 0.3 if self.validation else 0.5
-        return None
+        """Return the guard (ours / Powertools) this scenario is held to (issue 10).
+
+        Every path is guarded: at most 0.5x Powertools on the small event, 0.6x on the large.
+        """
+        return 0.5 if self.event.name == "small" else 0.6
 
 
 @dataclass

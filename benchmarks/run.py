@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"write the report between the markers of PATH (default: {DEFAULT_DOC})",
     )
     parser.add_argument(
-        "--check", action="store_true", help="exit with status 1 when a target is missed"
+        "--check", action="store_true", help="exit with status 1 when a guard is missed"
     )
     return parser
 

@@ -46,6 +46,11 @@ _TAGS = frozenset(
 )
 
 
+# Built once: `json.dumps` with any option set builds a new encoder on every call.
+# No circular-reference check: a cycle already fails the walk in `encode_result` (RecursionError).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
 def encode_result(value: Any) -> str:
     """Return the stored text of ``value``.
 
@@ -55,8 +60,7 @@ def encode_result(value: Any) -> str:
     """
     try:
         plain = value if _is_plain(value) else _wrap(value)
-        # No circular-reference check: a cycle already fails the walk above with RecursionError.
-        return json.dumps(plain, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+        return _ENCODER.encode(plain)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
     except IdempotencyUnstorableResultError:
