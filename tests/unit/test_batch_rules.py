@@ -296,7 +296,9 @@ def test_async_record_handler_runs_once_per_key_and_replays(
     event = batch(message("m-1"), message("m-2"), message("m-3"))
     assert ["m-2"] == failed(handler(event, lambda_context))
     assert ["m-2"] == failed(handler(event, lambda_context))
-    assert ["m-1", "m-2", "m-3", "m-2"] == seen
+    # Each record is a lane of its own (tasks may interleave): compare each batch as a set.
+    assert ["m-1", "m-2", "m-3"] == sorted(seen[:3])
+    assert ["m-2"] == seen[3:]
 
 
 def test_async_record_handlers_run_concurrently(
@@ -393,7 +395,8 @@ def test_disabled_idempotency_runs_every_record_without_the_store(
     event = batch(message("m-1"), message("m-2"))
     assert ["m-2"] == failed(handler(event, lambda_context))
     assert ["m-2"] == failed(handler(event, lambda_context))
-    assert ["m-1", "m-2", "m-1", "m-2"] == seen
+    # Two lanes per batch, so only each batch's content is fixed, not its order.
+    assert [["m-1", "m-2"], ["m-1", "m-2"]] == [sorted(seen[:2]), sorted(seen[2:])]
     assert 0 == spy.total_calls
     assert ["DISABLED", "DISABLED"] == decisions.outcomes
 
