@@ -121,19 +121,22 @@ def identifier(record: Any) -> str:
 
 def build_powertools(kind: str, table: str, client: Any, body: Callable[[str], None]) -> Handler:
     """Powertools: its batch processor for ``kind`` + ``idempotent_function`` per record."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    layer = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
+    return powertools_handler(kind, layer, body)
+
+
+def powertools_handler(kind: str, layer: Any, body: Callable[[str], None]) -> Handler:
+    """Powertools' batch processor for ``kind`` + ``idempotent_function`` on ``layer``."""
     from aws_lambda_powertools.utilities.batch import (
         BatchProcessor,
         EventType,
         SqsFifoPartialProcessor,
         process_partial_response,
     )
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 
-    layer = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
     key = "messageId"
     processor: Any = BatchProcessor(event_type=EventType.SQS)
     if kind == "fifo":

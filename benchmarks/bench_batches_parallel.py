@@ -49,6 +49,7 @@ from benchmarks.bench_batches import (
     identifier,
     identifier_of,
     make_event,
+    powertools_handler,
     same_answer,
 )
 from benchmarks.bench_sqs import BenchmarkError, LambdaContext
@@ -162,38 +163,7 @@ class SlowPowertoolsStore(PowertoolsInMemoryPersistenceLayer):
 
 def build_powertools(kind: str, latency: Latency, body: Callable[[str], None]) -> Handler:
     """Powertools: its batch processor for ``kind`` + ``idempotent_function`` per record."""
-    from aws_lambda_powertools.utilities.batch import (
-        BatchProcessor,
-        EventType,
-        SqsFifoPartialProcessor,
-        process_partial_response,
-    )
-    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-
-    layer = SlowPowertoolsStore(latency)
-    key = "messageId"
-    processor: Any = BatchProcessor(event_type=EventType.SQS)
-    if kind == "fifo":
-        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    elif kind == "stream":
-        key = "[eventSourceARN, dynamodb.Keys, dynamodb.SequenceNumber]"
-        processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
-    config = IdempotencyConfig(event_key_jmespath=key)
-
-    @idempotent_function(  # type: ignore[untyped-decorator]  # Powertools types it loosely
-        data_keyword_argument="record", config=config, persistence_store=layer
-    )
-    def record_handler(record: Any) -> dict[str, Any]:
-        body(identifier(record))
-        return {"processed": identifier(record)}
-
-    def handler(event: dict[str, Any], context: Any) -> Any:
-        config.register_lambda_context(context)
-        return process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
-        )
-
-    return handler
+    return powertools_handler(kind, SlowPowertoolsStore(latency), body)
 
 
 def build_ours(kind: str, latency: Latency, body: Callable[[str], None]) -> Handler:
