@@ -40,8 +40,8 @@ def test_replay_end_to_end(
             "body": json.dumps({"id": 1}),
         }
 
-    first = handler(ev.make_event(shape, key="e2e-1"), FakeLambdaContext(30_000))
-    second = handler(ev.make_event(shape, key="e2e-1"), FakeLambdaContext(30_000))
+    first = handler(ev.make_event(shape, key="e2e-order-key-one"), FakeLambdaContext(30_000))
+    second = handler(ev.make_event(shape, key="e2e-order-key-one"), FakeLambdaContext(30_000))
     assert 1 == len(runs)
     assert first["body"] == second["body"]
     assert 201 == second["statusCode"]
@@ -55,7 +55,7 @@ def test_replay_end_to_end(
     assert ["true"] == ev.header(second, "idempotent-replayed")
     (item,) = items(dynamodb_client, idempotency_table)
     assert "COMPLETED" == item["status"]["S"]
-    assert "e2e-1" not in json.dumps(item)  # only the hash of the key is stored
+    assert "e2e-order-key-one" not in json.dumps(item)  # only the hash of the key is stored
     assert "a=1" not in json.dumps(item)
     assert "validation" in item
 
