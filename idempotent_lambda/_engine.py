@@ -18,7 +18,7 @@ cancellation, and each is a few dozen lines.
 The invocation reads on in three modules, each called explicitly from here (no mixins):
 `idempotent_lambda._recording` runs the body under a claim and completes, commits or releases
 the record; `idempotent_lambda._replay` turns a COMPLETED record back into the answer; and
-`idempotent_lambda._reporting` reports every decision and makes the store calls.
+`idempotent_lambda._reporting` reports every decision, a failed store call's included.
 """
 
 from __future__ import annotations
