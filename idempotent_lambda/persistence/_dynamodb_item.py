@@ -8,6 +8,7 @@ value plus the key as sort key), ``status`` (S), ``expiration`` (N, epoch second
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,19 @@ if TYPE_CHECKING:
 
     Item = dict[str, AttributeValueTypeDef]
     ReadItem = Mapping[str, AttributeValueTypeDef]
+
+
+def partition_values(static_pk_value: str | None) -> tuple[str, str]:
+    """Return the composite-key partition value: this library's, then Powertools' view's.
+
+    Given, both are ``static_pk_value``. By default both are ``"idempotency#"`` + the Lambda
+    function's name, read now; without one this library says ``local`` and Powertools, as it
+    reads the variable, nothing.
+    """
+    if static_pk_value is not None:
+        return static_pk_value, static_pk_value
+    function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    return f"idempotency#{function_name or 'local'}", f"idempotency#{function_name}"
 
 
 class CorruptItemError(IdempotencyPersistenceLayerError):

@@ -53,6 +53,8 @@ def is_reference(text: str) -> bool:
 class LargeResults:
     """Encode results for the item, offloading those over the threshold to S3; resolve them back.
 
+    ``LargeResults()`` offloads nothing.
+
     Args:
         bucket: Where large results go; None: no offload (too large stays an error).
         prefix: Key prefix of the objects (the lifecycle rule's filter).
@@ -71,12 +73,12 @@ class LargeResults:
     def __init__(
         self,
         *,
-        bucket: str | None,
-        prefix: str | None,
-        threshold_bytes: int | None,
-        client: Any,
-        session: boto3.session.Session | None,
-        boto_config: Config | None,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        threshold_bytes: int | None = None,
+        client: Any = None,
+        session: boto3.session.Session | None = None,
+        boto_config: Config | None = None,
         expected_owner: str | None = None,
         kms_key_id: str | None = None,
     ) -> None:

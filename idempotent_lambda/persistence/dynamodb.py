@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import copy
-import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyItemAlreadyExistsError,
     IdempotencyItemNotFoundError,
-    IdempotencyPersistenceLayerError,
-    IdempotencyUnstorableResultError,
     IdempotencyValidationError,
 )
 from idempotent_lambda.persistence import _dynamodb_batch_read as batch_read
 from idempotent_lambda.persistence import _dynamodb_operator as operator
 from idempotent_lambda.persistence import _dynamodb_transaction as transact
+from idempotent_lambda.persistence import _dynamodb_writes as record_writes
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
-from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
+from idempotent_lambda.persistence._dynamodb_item import ItemSchema, partition_values
 from idempotent_lambda.persistence._dynamodb_key_schema import KeySchemaCheck
 from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
 from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
@@ -41,13 +39,6 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
     from mypy_boto3_dynamodb.client import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
-
-#: Claim condition; must agree with `idempotent_lambda.persistence.base.claim_allowed`.
-_CLAIM_CONDITION = (
-    "attribute_not_exists(#key) OR #expiry < :now_s"
-    " OR (#status = :in_progress AND #lease < :cutoff_ms)"
-)
 
 
 class DynamoDBPersistenceLayer:
@@ -144,15 +135,7 @@ class DynamoDBPersistenceLayer:
         large_result_bucket_owner: str | None = None,
         large_result_kms_key_id: str | None = None,
     ) -> None:
-        # Powertools' own default, read now as Powertools reads it, for the "powertools" view.
-        self._powertools_pk = (
-            f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
-            if static_pk_value is None
-            else static_pk_value
-        )
-        if static_pk_value is None:
-            function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
-            static_pk_value = f"idempotency#{function_name}"
+        static_pk_value, self._powertools_pk = partition_values(static_pk_value)
         self.table_name = table_name
         self.clock = clock
         self._schema = ItemSchema(
@@ -222,14 +205,7 @@ class DynamoDBPersistenceLayer:
             static_pk_value=self._powertools_pk,
         )
         view._threshold = sys.maxsize
-        view._large = LargeResults(
-            bucket=None,
-            prefix=None,
-            threshold_bytes=None,
-            client=None,
-            session=None,
-            boto_config=None,
-        )
+        view._large = LargeResults()  # no offload
         return view
 
     def claim(
@@ -240,49 +216,17 @@ class DynamoDBPersistenceLayer:
         One conditional ``PutItem``; see `PersistenceStore.claim` for the rule. The blocking
         record comes back with the failed condition, the replaced one with a successful claim.
         """
-        schema = self._schema
-        with self._request("PutItem") as client:
-            try:
-                response = client.put_item(
-                    TableName=self.table_name,
-                    Item=schema.to_item(record, self._encode(record)),
-                    ConditionExpression=_CLAIM_CONDITION,
-                    ExpressionAttributeNames={
-                        "#key": schema.idempotency_key_attr,
-                        "#expiry": schema.expiry_attr,
-                        "#status": schema.status_attr,
-                        "#lease": schema.in_progress_expiry_attr,
-                    },
-                    ExpressionAttributeValues={
-                        ":now_s": {"N": str(now_ms // 1000)},
-                        ":in_progress": {"S": schema.in_progress_value},
-                        ":cutoff_ms": {"N": str(lease_cutoff_ms)},
-                    },
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except client.exceptions.ConditionalCheckFailedException as exc:
-                blocking = cast("Mapping[str, Any]", exc.response).get("Item")
-                if blocking is None:
-                    # Endpoints that ignore ReturnValuesOnConditionCheckFailure: read it instead.
-                    return self._blocked_without_item(record.idempotency_key, exc)
-                blocker = self._resolve(schema.from_item(blocking))
-                return ClaimOutcome(claimed=False, previous=blocker)
-        return ClaimOutcome(claimed=True, previous=self._replaced(response.get("Attributes")))
-
-    def _replaced(self, item: Mapping[str, Any] | None) -> IdempotencyRecord | None:
-        """Return the record a successful claim replaced: None when none, or when unreadable.
-
-        The claim is already written by then: an old item that expired while corrupt must not
-        fail it, or the body would never run while the new IN_PROGRESS item blocked the key
-        until its lease ended. The engine only uses it to tell a takeover from a fresh claim.
-        """
-        if not item:
-            return None
-        try:
-            return self._schema.from_item(item)
-        except CorruptItemError:
-            return None
+        return record_writes.claim(
+            self._request,
+            self._schema,
+            self.table_name,
+            record,
+            self._encode,
+            now_ms=now_ms,
+            lease_cutoff_ms=lease_cutoff_ms,
+            resolve=self._resolve,
+            read=self.get,
+        )
 
     def complete(self, record: IdempotencyRecord) -> bool:
         """Replace the caller's IN_PROGRESS record with ``record`` (COMPLETED), if still owned.
@@ -294,23 +238,9 @@ class DynamoDBPersistenceLayer:
             IdempotencyUnstorableResultError: The result is too large for an item.
         """
         item = self._schema.to_item(record, self._encode(record))
-        with self._request("PutItem") as client:
-            try:
-                client.put_item(
-                    TableName=self.table_name, Item=item, **self._owned_by(record.owner)
-                )
-            except client.exceptions.ConditionalCheckFailedException:
-                return False
-            except client.exceptions.ClientError as exc:
-                error = exc.response.get("Error", {})
-                if error.get("Code") == "ValidationException" and "size" in (
-                    error.get("Message", "").lower()
-                ):
-                    raise IdempotencyUnstorableResultError(
-                        "the result does not fit in a DynamoDB item (400 KB limit)"
-                    ) from exc
-                raise
-        return True
+        return record_writes.complete(
+            self._request, self._schema, self.table_name, item, record.owner
+        )
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
         """Complete ``record`` and apply ``writes`` in one ``TransactWriteItems``.
@@ -332,7 +262,7 @@ class DynamoDBPersistenceLayer:
         own = {
             "TableName": self.table_name,
             "Item": self._schema.to_item(record, self._encode(record)),
-            **self._owned_by(record.owner),
+            **record_writes.owned_by(self._schema, record.owner),
         }
         return transact.send(self._request, [*writes, {"Put": own}], writes, with_record=True)
 
@@ -352,16 +282,9 @@ class DynamoDBPersistenceLayer:
         Returns:
             False when the record is no longer IN_PROGRESS under ``owner``.
         """
-        with self._request("DeleteItem") as client:
-            try:
-                client.delete_item(
-                    TableName=self.table_name,
-                    Key=self._schema.key(idempotency_key),
-                    **self._owned_by(owner),
-                )
-            except client.exceptions.ConditionalCheckFailedException:
-                return False
-        return True
+        return record_writes.release(
+            self._request, self._schema, self.table_name, idempotency_key, owner
+        )
 
     def get(
         self, idempotency_key: str, *, fetch_large_result: bool = True
@@ -457,31 +380,6 @@ class DynamoDBPersistenceLayer:
         if data is None or not is_reference(data):
             return record
         return replace(record, response_data=self._large.resolve(data))
-
-    def _owned_by(self, owner: str | None) -> dict[str, Any]:
-        """Return the condition arguments fencing a write on ``status = IN_PROGRESS AND owner``."""
-        names = {"#status": self._schema.status_attr, "#owner": self._schema.owner_attr}
-        values: dict[str, AttributeValueTypeDef] = {
-            ":in_progress": {"S": self._schema.in_progress_value}
-        }
-        if owner is None:
-            condition = "#status = :in_progress AND attribute_not_exists(#owner)"
-        else:
-            condition = "#status = :in_progress AND #owner = :owner"
-            values[":owner"] = {"S": owner}
-        return {
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-
-    def _blocked_without_item(self, idempotency_key: str, exc: Exception) -> ClaimOutcome:
-        blocking = self.get(idempotency_key)
-        if blocking is None:
-            raise IdempotencyPersistenceLayerError(
-                "DynamoDB PutItem failed: ConditionalCheckFailedException, and no blocking record"
-            ) from exc
-        return ClaimOutcome(claimed=False, previous=blocking)
 
     @contextmanager
     def _request(self, operation: str) -> Iterator[DynamoDBClient]:

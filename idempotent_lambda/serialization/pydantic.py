@@ -5,14 +5,14 @@ pydantic itself is not imported here: a model class brings it along.
 
 from __future__ import annotations
 
-import typing
 from typing import Any
 
 from idempotent_lambda.exceptions import (
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
 )
-from idempotent_lambda.serialization._models import is_pydantic_type, rebuild
+from idempotent_lambda.serialization._models import is_pydantic_type
+from idempotent_lambda.serialization._typed import ModelTypeSerializer
 from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
     BaseIdempotencySerializer,
@@ -20,7 +20,7 @@ from idempotent_lambda.serialization.base import (
 from idempotent_lambda.serialization.functions import get_actual_type
 
 
-class PydanticSerializer(BaseIdempotencyModelSerializer):
+class PydanticSerializer(ModelTypeSerializer):
     """Store pydantic (v2) results as their JSON-mode dump and validate them back on replay.
 
     Args:
@@ -31,41 +31,25 @@ class PydanticSerializer(BaseIdempotencyModelSerializer):
         IdempotencyModelTypeError: ``model`` has no pydantic model in it.
     """
 
-    def __init__(self, model: Any) -> None:
-        if not _has_model(model):
-            raise IdempotencyModelTypeError(f"{model!r} is not a pydantic model class")
-        self._model = model
+    _KIND = "pydantic model class"
+
+    @staticmethod
+    def _is_model(tp: Any) -> bool:
+        """Tell whether ``tp`` is a pydantic model class."""
+        return is_pydantic_type(tp)
 
     def to_dict(self, data: Any) -> Any:
         """Return ``data.model_dump(mode="json")`` (other values are stored as they are)."""
         dump = getattr(data, "model_dump", None)
         return dump(mode="json") if callable(dump) and not isinstance(data, type) else data
 
-    def from_dict(self, data: Any) -> Any:
-        """Validate the stored form back into the model (or the structure of them)."""
-        return rebuild(self._model, data)
 
-    @classmethod
-    def instantiate(cls, model_type: Any) -> BaseIdempotencySerializer:
-        """Return a serializer for the return annotation ``model_type``.
-
-        Raises:
-            IdempotencyNoSerializationModelError: ``model_type`` is None (no annotation).
-            IdempotencyModelTypeError: ``model_type`` has no pydantic model in it.
-        """
-        if model_type is None:
-            raise IdempotencyNoSerializationModelError(
-                "PydanticSerializer needs a return annotation on the function, "
-                "or pass PydanticSerializer(model=...)"
-            )
-        return cls(model_type)
-
-
-def _has_model(tp: Any) -> bool:
-    return is_pydantic_type(tp) or any(_has_model(arg) for arg in typing.get_args(tp))
-
-
+# Powertools' module keeps these names here too; a literal import swap finds them.
 __all__ = [
+    "BaseIdempotencyModelSerializer",
+    "BaseIdempotencySerializer",
+    "IdempotencyModelTypeError",
+    "IdempotencyNoSerializationModelError",
     "PydanticSerializer",
     "get_actual_type",
 ]
