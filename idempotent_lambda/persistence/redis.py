@@ -32,7 +32,13 @@ from idempotent_lambda.persistence._redis_client import (
     translated_errors,
 )
 from idempotent_lambda.persistence._redis_hash import CorruptHashError, HashSchema
-from idempotent_lambda.persistence._redis_json import JsonSchema
+from idempotent_lambda.persistence._redis_json import (
+    JsonSchema,
+    held_by_orphan_lock,
+    orphan_lock_key,
+    orphan_lock_seconds,
+    under_orphan_lock,
+)
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
@@ -221,7 +227,9 @@ class RedisCachePersistenceLayer:
         ``"powertools"``: Powertools' layout, one JSON string per key (``SET``/``GET``), its
         status spelling ``INPROGRESS``, results as uncompressed JSON text, plus the ``owner``
         attribute, which Powertools ignores, so completion and release stay fenced. Claims,
-        completions and releases are still one Lua script each (`_redis_json`).
+        completions and releases are still one Lua script each (`_redis_json`), except that
+        taking over an expired or abandoned record first takes Powertools' orphan lock, as
+        Powertools does (`_redis_json.orphan_lock_key`): two more round trips.
 
         Raises:
             IdempotencyConfigError: An unknown format.
@@ -260,7 +268,14 @@ class RedisCachePersistenceLayer:
         )
         key = record.idempotency_key
         with translated_errors("claim"):
-            claimed, old = self._get_commands().eval(script, key, args)
+            commands = self._get_commands()
+            claimed, old = commands.eval(script, key, args)
+            if claimed == scripts.NEEDS_ORPHAN_LOCK:
+                # Powertools' layout: take its lock before taking the record over, as it does.
+                seconds = orphan_lock_seconds(record, now_ms)
+                if not commands.set_if_absent(orphan_lock_key(key), "True", seconds):
+                    return ClaimOutcome(False, held_by_orphan_lock(record, now_ms + seconds * 1000))
+                claimed, old = commands.eval(script, key, under_orphan_lock(args))
         if not claimed:
             return ClaimOutcome(False, layout.previous(key, old))
         try:
