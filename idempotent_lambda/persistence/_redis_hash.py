@@ -15,6 +15,7 @@ from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._record_names import RecordNames
 from idempotent_lambda.persistence._redis_client import Arg, Commands, as_dict
 from idempotent_lambda.persistence.base import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -38,15 +39,8 @@ class CorruptHashError(IdempotencyPersistenceLayerError):
 
 
 @dataclass(frozen=True, slots=True)
-class HashSchema:
+class HashSchema(RecordNames):
     """Field names of the record hash, and how records map onto them."""
-
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
-    owner_attr: str
 
     #: Large results are stored zlib-compressed, as in the DynamoDB item.
     compresses = True
@@ -61,16 +55,8 @@ class HashSchema:
         ttl: str,
     ) -> ScriptCall:
         """Return the claim script and its arguments."""
-        args: list[Arg] = [
-            str(now_ms // 1000),
-            str(lease_cutoff_ms),
-            ttl,
-            self.expiry_attr,
-            self.status_attr,
-            self.in_progress_expiry_attr,
-            *self.to_fields(record, stored_data),
-        ]
-        return scripts.CLAIM, args
+        args = claim_window(self, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms, ttl=ttl)
+        return scripts.CLAIM, [*args, *self.to_fields(record, stored_data)]
 
     def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
         """Return the record a claim's reply carries (None when the key was free)."""
@@ -156,6 +142,22 @@ class HashSchema:
                 f"idempotency hash field '{self.data_attr}' does not decode"
             ) from exc
         raise CorruptHashError(f"idempotency hash field '{self.encoding_attr}' is unknown")
+
+
+def claim_window(names: RecordNames, *, now_ms: int, lease_cutoff_ms: int, ttl: str) -> list[Arg]:
+    """Return the arguments every claim script starts with.
+
+    The time window and the key's TTL, then the names of the three attributes the claim rule
+    reads (`persistence.base.claim_allowed`): expiry, status and lease end.
+    """
+    return [
+        str(now_ms // 1000),
+        str(lease_cutoff_ms),
+        ttl,
+        names.expiry_attr,
+        names.status_attr,
+        names.in_progress_expiry_attr,
+    ]
 
 
 def _text(fields: Mapping[bytes, bytes], name: str) -> str | None:

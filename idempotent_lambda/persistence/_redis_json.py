@@ -14,8 +14,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._record_names import RecordNames, stored_status
 from idempotent_lambda.persistence._redis_client import Arg, Commands
-from idempotent_lambda.persistence._redis_hash import CorruptHashError, OwnerArgs, ScriptCall
+from idempotent_lambda.persistence._redis_hash import (
+    CorruptHashError,
+    OwnerArgs,
+    ScriptCall,
+    claim_window,
+)
 from idempotent_lambda.persistence.base import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -23,15 +29,8 @@ _ORPHAN_LOCK_SECONDS = 10
 
 
 @dataclass(frozen=True, slots=True)
-class JsonSchema:
+class JsonSchema(RecordNames):
     """Attribute names of the JSON record, and how records map onto it."""
-
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
-    owner_attr: str
 
     #: Results are stored as text: Powertools could not read compressed ones.
     compresses = False
@@ -67,21 +66,15 @@ class JsonSchema:
             raise CorruptHashError("idempotency record is not JSON") from exc
         if not isinstance(item, dict):
             raise CorruptHashError("idempotency record is not a JSON object")
-        stored_status = item.get(self.status_attr)
-        if stored_status == POWERTOOLS_IN_PROGRESS:
-            status = Status.IN_PROGRESS
-        elif stored_status == Status.COMPLETED.value:
-            status = Status.COMPLETED
-        else:
+        status = stored_status(item.get(self.status_attr), POWERTOOLS_IN_PROGRESS)
+        if status is None:
             raise CorruptHashError(f"idempotency record has no valid '{self.status_attr}'")
-        return IdempotencyRecord(
-            idempotency_key=idempotency_key,
-            status=status,
-            expiry_timestamp=_integer(item, self.expiry_attr),
-            in_progress_expiry_timestamp=_integer(item, self.in_progress_expiry_attr),
-            response_data=_text(item, self.data_attr),
-            payload_hash=_text(item, self.validation_key_attr),
-            owner=_text(item, self.owner_attr),
+        return self.record(
+            idempotency_key,
+            status,
+            integer=lambda name: _integer(item, name),
+            text=lambda name: _text(item, name),
+            data=_text(item, self.data_attr),
         )
 
     def claim_call(
@@ -94,13 +87,8 @@ class JsonSchema:
         ttl: str,
     ) -> ScriptCall:
         """Return the claim script and its arguments."""
-        args: list[Arg] = [
-            str(now_ms // 1000),
-            str(lease_cutoff_ms),
-            ttl,
-            self.expiry_attr,
-            self.status_attr,
-            self.in_progress_expiry_attr,
+        args = claim_window(self, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms, ttl=ttl)
+        args += [
             POWERTOOLS_IN_PROGRESS,
             self.to_value(record, stored_data),
             "0",  # not holding Powertools' orphan lock (see `under_orphan_lock`)

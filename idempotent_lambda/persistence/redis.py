@@ -9,6 +9,7 @@ builds its own client.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
@@ -239,15 +240,7 @@ class RedisCachePersistenceLayer:
         if record_format != "powertools":
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
         view = copy.copy(self)  # shares the client slot, so a client set later reaches both
-        schema = self._schema
-        view._layout = JsonSchema(
-            expiry_attr=schema.expiry_attr,
-            in_progress_expiry_attr=schema.in_progress_expiry_attr,
-            status_attr=schema.status_attr,
-            data_attr=schema.data_attr,
-            validation_key_attr=schema.validation_key_attr,
-            owner_attr=schema.owner_attr,
-        )
+        view._layout = JsonSchema(**dataclasses.asdict(self._schema))  # the same names
         return view
 
     def claim(

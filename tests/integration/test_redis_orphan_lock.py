@@ -23,6 +23,7 @@ from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext
 from tests.integration._redis_server import requests_seen_by_server
+from tests.integration._two_libraries import WAIT_S, Body, Crash
 
 pt = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
 from aws_lambda_powertools.utilities.idempotency import exceptions as pt_errors  # noqa: E402
@@ -30,7 +31,6 @@ from aws_lambda_powertools.utilities.idempotency.persistence.redis import (  # n
     RedisCachePersistenceLayer as PowertoolsRedis,
 )
 
-WAIT_S = 30
 EVENT = {"id": "o-1"}
 # A Powertools loser that reads the abandoned record while the winner still holds only the lock
 # calls it inconsistent; like the in-progress errors, the loser did not run the body.
@@ -39,34 +39,6 @@ REFUSED = (
     pt_errors.IdempotencyAlreadyInProgressError,
     pt_errors.IdempotencyInconsistentStateError,
 )
-
-
-class Crash(BaseException):
-    """Ends an invocation the way a timeout does: its IN_PROGRESS record stays behind."""
-
-
-class Body:
-    """The function both libraries decorate; counts its runs and can be held inside."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.crash = False
-        self.entered = threading.Event()
-        self.go = threading.Event()
-        self.go.set()
-        self._lock = threading.Lock()
-
-        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-            with self._lock:
-                self.calls += 1
-                run = self.calls
-            if self.crash:
-                raise Crash
-            self.entered.set()
-            assert self.go.wait(WAIT_S)
-            return {"order": event["id"], "run": run}
-
-        self.handler = handler  # one function object: both libraries derive the same key
 
 
 class HookedRedis(redis.Redis):
