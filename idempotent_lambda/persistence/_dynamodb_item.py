@@ -95,13 +95,7 @@ class ItemSchema(RecordNames):
         status = stored_status(_required_string(item, self.status_attr), self.in_progress_value)
         if status is None:
             raise CorruptItemError(f"idempotency item has an unknown '{self.status_attr}' value")
-        return self.record(
-            key,
-            status,
-            integer=lambda name: _integer(item, name),
-            text=lambda name: _string(item, name),
-            data=_data(item, self.data_attr),
-        )
+        return self.record(key, status, item, _integer, _string, _data(item, self.data_attr))
 
 
 def _required_string(item: ReadItem, name: str) -> str:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from idempotent_lambda.record import IdempotencyRecord, Status
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,28 +26,28 @@ class RecordNames:
     validation_key_attr: str
     owner_attr: str
 
-    def record(
+    def record(  # noqa: PLR0917 - one positional call per layout
         self,
         idempotency_key: str,
         status: Status,
-        *,
-        integer: Callable[[str], int | None],
-        text: Callable[[str], str | None],
+        stored: T,
+        integer: Callable[[T, str], int | None],
+        text: Callable[[T, str], str | None],
         data: str | None,
     ) -> IdempotencyRecord:
-        """Return the record whose attributes ``integer`` and ``text`` read by name.
+        """Return the record whose attributes ``integer`` and ``text`` read from ``stored``.
 
-        Each reader returns None for an absent attribute and raises the layout's own corrupt
-        record error for one of the wrong type.
+        Each reader takes ``stored`` and an attribute name, returns None for an absent
+        attribute and raises the layout's own corrupt record error for one of the wrong type.
         """
         return IdempotencyRecord(
             idempotency_key=idempotency_key,
             status=status,
-            expiry_timestamp=integer(self.expiry_attr),
-            in_progress_expiry_timestamp=integer(self.in_progress_expiry_attr),
+            expiry_timestamp=integer(stored, self.expiry_attr),
+            in_progress_expiry_timestamp=integer(stored, self.in_progress_expiry_attr),
             response_data=data,
-            payload_hash=text(self.validation_key_attr),
-            owner=text(self.owner_attr),
+            payload_hash=text(stored, self.validation_key_attr),
+            owner=text(stored, self.owner_attr),
         )
 
 

@@ -14,13 +14,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from idempotent_lambda.persistence import _redis_scripts as scripts
-from idempotent_lambda.persistence._record_names import RecordNames, stored_status
+from idempotent_lambda.persistence._record_names import stored_status
 from idempotent_lambda.persistence._redis_client import Arg, Commands
 from idempotent_lambda.persistence._redis_hash import (
+    Args,
     CorruptHashError,
     OwnerArgs,
+    RedisLayout,
     ScriptCall,
-    claim_window,
 )
 from idempotent_lambda.persistence.base import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -29,11 +30,12 @@ _ORPHAN_LOCK_SECONDS = 10
 
 
 @dataclass(frozen=True, slots=True)
-class JsonSchema(RecordNames):
+class JsonSchema(RedisLayout):
     """Attribute names of the JSON record, and how records map onto it."""
 
     #: Results are stored as text: Powertools could not read compressed ones.
     compresses = False
+    claim_script = scripts.CLAIM_JSON
 
     def to_value(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> str:
         """Return the JSON text that holds ``record``, in Powertools' attribute order."""
@@ -69,31 +71,15 @@ class JsonSchema(RecordNames):
         status = stored_status(item.get(self.status_attr), POWERTOOLS_IN_PROGRESS)
         if status is None:
             raise CorruptHashError(f"idempotency record has no valid '{self.status_attr}'")
-        return self.record(
-            idempotency_key,
-            status,
-            integer=lambda name: _integer(item, name),
-            text=lambda name: _text(item, name),
-            data=_text(item, self.data_attr),
-        )
+        data = _text(item, self.data_attr)
+        return self.record(idempotency_key, status, item, _integer, _text, data)
 
-    def claim_call(
-        self,
-        record: IdempotencyRecord,
-        stored_data: str | bytes | None,
-        *,
-        now_ms: int,
-        lease_cutoff_ms: int,
-        ttl: str,
-    ) -> ScriptCall:
-        """Return the claim script and its arguments."""
-        args = claim_window(self, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms, ttl=ttl)
-        args += [
+    def _claim_record(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Args:
+        return [
             POWERTOOLS_IN_PROGRESS,
             self.to_value(record, stored_data),
             "0",  # not holding Powertools' orphan lock (see `under_orphan_lock`)
         ]
-        return scripts.CLAIM_JSON, args
 
     def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
         """Return the record a claim's reply carries (None when the key was free)."""
