@@ -10,9 +10,11 @@ is written with a lease that ended a minute ago, so no test waits for time to pa
 from __future__ import annotations
 
 import json
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from idempotent_lambda import IdempotencyAlreadyInProgressError, IdempotencyConf
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.integration import _redis_worker
 from tests.integration._redis_server import requests_seen_by_server
 from tests.integration._two_libraries import WAIT_S, Body, Crash
 
@@ -83,12 +86,14 @@ def ours(body: Body, port: int) -> Callable[..., Any]:
     return idempotent(persistence_store=store, config=config)(body.handler)
 
 
-def abandoned_record(port: int, client: redis.Redis) -> str:
+def abandoned_record(port: int, client: redis.Redis, key_prefix: str | None = None) -> str:
     """Leave a Powertools IN_PROGRESS record whose lease ended a minute ago; return its key."""
     body = Body()
     body.crash = True
+    store = PowertoolsRedis(client=redis.Redis(host="127.0.0.1", port=port))
+    crashing = pt.idempotent(persistence_store=store, key_prefix=key_prefix)(body.handler)
     with pytest.raises(Crash):
-        theirs(body, redis.Redis(host="127.0.0.1", port=port))(EVENT, context())
+        crashing(EVENT, context())
     (key,) = client.keys("*")
     item = json.loads(client.get(key) or b"")
     item["in_progress_expiration"] = time.time_ns() // 1_000_000 - 60_000
@@ -186,6 +191,39 @@ def race(port: int, *, instances: int) -> tuple[int, int]:
         for thread in threads:
             thread.join(WAIT_S)
     return body.calls, len(refused)
+
+
+def test_processes_of_both_libraries_take_an_abandoned_record_over_once(
+    redis_port: int, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Two processes of each library race on one abandoned record: one body run in all.
+
+    Separate interpreters and connections, as in a real fleet. Free timing rarely lands in the
+    narrow window the orphan lock closes (a Powertools read of the record before our takeover,
+    its lock attempt after it); the thread tests above force that interleaving.
+    """
+    abandoned_record(redis_port, redis_client, key_prefix="orphan")
+    spawn = multiprocessing.get_context("spawn")
+    executions = tmp_path / "executions"
+    ready, start, refused = spawn.Semaphore(0), spawn.Event(), spawn.Semaphore(0)
+    libraries = ["ours", "powertools"] * 2
+    processes = [
+        spawn.Process(
+            target=_redis_worker.take_over,
+            args=(redis_port, library, len(libraries) - 1, str(executions), ready, start, refused),
+        )
+        for library in libraries
+    ]
+    for process in processes:
+        process.start()
+    for _ in processes:
+        assert ready.acquire(timeout=120)
+    start.set()
+    for process in processes:
+        process.join(120)
+
+    assert [0] * len(libraries) == [process.exitcode for process in processes]
+    assert 1 == len(executions.read_text().splitlines())
 
 
 def test_claims_on_free_and_live_keys_stay_one_round_trip(
