@@ -1,4 +1,4 @@
-"""A worker process for `test_redis_store`: one Lambda-like invocation against redis-server.
+"""Worker processes for `test_redis_store` and `test_redis_orphan_lock`: one invocation each.
 
 Kept apart from the test module so a spawned child imports only this, redis-py and the library.
 """
