@@ -11,11 +11,20 @@ import uuid
 from typing import Any
 
 
+def count_execution(executions_file: str) -> None:
+    """Append this process's id to ``executions_file`` (one ``O_APPEND`` write: atomic)."""
+    fd = os.open(executions_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def invoke(port: int, executions_file: str, ready: Any, start: Any, results: Any) -> None:
     """Signal ``ready``, wait for ``start``, call the idempotent handler once, report the outcome.
 
-    Each execution of the body appends one line to ``executions_file`` (an ``O_APPEND`` write,
-    atomic for a short line), so the parent can count executions across processes.
+    Each execution of the body appends one line to ``executions_file`` (`count_execution`), so
+    the parent can count executions across processes.
     """
     import redis
 
@@ -32,11 +41,7 @@ def invoke(port: int, executions_file: str, ready: Any, start: Any, results: Any
         key_prefix="processes",
     )
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        fd = os.open(executions_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, f"{os.getpid()}\n".encode())
-        finally:
-            os.close(fd)
+        count_execution(executions_file)
         time.sleep(1.0)  # the work: the other processes arrive meanwhile
         return {"order_id": event["order_id"], "token": uuid.uuid4().hex}
 
@@ -73,11 +78,7 @@ def take_over(
     client = redis.Redis(host="127.0.0.1", port=port)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        fd = os.open(executions_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, f"{os.getpid()}\n".encode())
-        finally:
-            os.close(fd)
+        count_execution(executions_file)
         for _ in range(others):
             assert refused.acquire(timeout=60)
         return {"order": event["id"]}
