@@ -24,7 +24,6 @@ import json
 import math
 import os
 import pathlib
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -110,6 +109,8 @@ def _key_default(value: Any) -> Any:
             return value.value
         if isinstance(value, datetime.date | datetime.time):
             return value.isoformat()
+        import uuid  # here, not at the top: it loads platform, which every cold start would pay
+
         if isinstance(value, uuid.UUID | pathlib.PurePath):
             return str(value)
         raise

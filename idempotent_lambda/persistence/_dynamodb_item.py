@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
+from idempotent_lambda.persistence._record_names import RecordNames, stored_status
 from idempotent_lambda.persistence.base import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -44,7 +45,7 @@ class CorruptItemError(IdempotencyPersistenceLayerError):
 
 
 @dataclass(frozen=True, slots=True)
-class ItemSchema:
+class ItemSchema(RecordNames):
     """Attribute names of the table, and how records map onto them.
 
     When ``sort_key_attr`` is set, ``key_attr`` (the partition key) holds ``static_pk_value`` and
@@ -56,12 +57,6 @@ class ItemSchema:
     key_attr: str
     sort_key_attr: str | None
     static_pk_value: str
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
-    owner_attr: str
     in_progress_value: str = Status.IN_PROGRESS.value
 
     def status_value(self, status: Status) -> str:
@@ -111,22 +106,10 @@ class ItemSchema:
                 attribute, never its content.
         """
         key = _required_string(item, self.idempotency_key_attr)
-        stored_status = _required_string(item, self.status_attr)
-        if stored_status == self.in_progress_value:
-            status = Status.IN_PROGRESS
-        elif stored_status == Status.COMPLETED.value:
-            status = Status.COMPLETED
-        else:
+        status = stored_status(_required_string(item, self.status_attr), self.in_progress_value)
+        if status is None:
             raise CorruptItemError(f"idempotency item has an unknown '{self.status_attr}' value")
-        return IdempotencyRecord(
-            idempotency_key=key,
-            status=status,
-            expiry_timestamp=_integer(item, self.expiry_attr),
-            in_progress_expiry_timestamp=_integer(item, self.in_progress_expiry_attr),
-            response_data=_data(item, self.data_attr),
-            payload_hash=_string(item, self.validation_key_attr),
-            owner=_string(item, self.owner_attr),
-        )
+        return self.record(key, status, item, _integer, _string, _data(item, self.data_attr))
 
 
 def _required_string(item: ReadItem, name: str) -> str:

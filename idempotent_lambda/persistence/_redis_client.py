@@ -43,6 +43,10 @@ class Commands(Protocol):
     def get(self, key: str) -> bytes | None:
         """Return the string at ``key`` (None when there is none)."""
 
+    def set_if_absent(self, key: str, value: str, seconds: int) -> bool:
+        """``SET key value EX seconds NX``: True when the key was absent and is now set."""
+        ...
+
     def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
         """Run ``script`` with ``KEYS = keys`` and no arguments; return its reply."""
         ...
@@ -69,6 +73,9 @@ class _ExecuteCommand:
     def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
         return self._client.execute_command("EVAL", script, len(keys), *keys, **self._raw)
 
+    def set_if_absent(self, key: str, value: str, seconds: int) -> bool:
+        return self._client.execute_command("SET", key, value, "EX", seconds, "NX") is not None
+
 
 class _CustomCommand:
     """valkey-glide's synchronous clients; they always return bytes."""
@@ -88,6 +95,10 @@ class _CustomCommand:
 
     def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
         return self._client.custom_command(["EVAL", script, str(len(keys)), *keys])
+
+    def set_if_absent(self, key: str, value: str, seconds: int) -> bool:
+        command = ["SET", key, value, "EX", str(seconds), "NX"]
+        return self._client.custom_command(command) is not None
 
 
 class _AsyncGlide:
@@ -125,6 +136,10 @@ class _AsyncGlide:
 
     def eval_keys(self, script: str, keys: Sequence[str]) -> Any:
         return self._run(self._client.custom_command(["EVAL", script, str(len(keys)), *keys]))
+
+    def set_if_absent(self, key: str, value: str, seconds: int) -> bool:
+        command = ["SET", key, value, "EX", str(seconds), "NX"]
+        return self._run(self._client.custom_command(command)) is not None
 
 
 def commands_for(client: Any) -> Commands:

@@ -9,12 +9,13 @@ logical record as the DynamoDB item, with the same compression rule and size lim
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._record_names import RecordNames
 from idempotent_lambda.persistence._redis_client import Arg, Commands, as_dict
 from idempotent_lambda.persistence.base import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -27,6 +28,8 @@ _ZLIB = b"zlib"
 
 Fields = list[bytes]
 """Field names and values, alternating, as ``HSET`` takes them."""
+Args = Sequence[Arg]
+"""Script arguments."""
 ScriptCall = tuple[str, list[Arg]]
 """A Lua script and its ``ARGV``."""
 OwnerArgs = list[Arg]
@@ -38,18 +41,11 @@ class CorruptHashError(IdempotencyPersistenceLayerError):
 
 
 @dataclass(frozen=True, slots=True)
-class HashSchema:
-    """Field names of the record hash, and how records map onto them."""
+class RedisLayout(RecordNames):
+    """What the Redis layouts share: the claim script's arguments up to the record itself."""
 
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
-    owner_attr: str
-
-    #: Large results are stored zlib-compressed, as in the DynamoDB item.
-    compresses = True
+    #: The claim script this layout runs (`_redis_scripts`).
+    claim_script: ClassVar[str] = scripts.CLAIM
 
     def claim_call(
         self,
@@ -60,17 +56,29 @@ class HashSchema:
         lease_cutoff_ms: int,
         ttl: str,
     ) -> ScriptCall:
-        """Return the claim script and its arguments."""
-        args: list[Arg] = [
-            str(now_ms // 1000),
-            str(lease_cutoff_ms),
-            ttl,
-            self.expiry_attr,
-            self.status_attr,
-            self.in_progress_expiry_attr,
-            *self.to_fields(record, stored_data),
-        ]
-        return scripts.CLAIM, args
+        """Return the claim script and its arguments.
+
+        Every claim script starts with the time window and the key's TTL, then the names of the
+        three attributes the claim rule reads (`persistence.base.claim_allowed`): expiry,
+        status and lease end. The layout's own arguments (the new record) follow.
+        """
+        window: list[Arg] = [str(now_ms // 1000), str(lease_cutoff_ms), ttl]
+        names = [self.expiry_attr, self.status_attr, self.in_progress_expiry_attr]
+        return self.claim_script, [*window, *names, *self._claim_record(record, stored_data)]
+
+    def _claim_record(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Args:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class HashSchema(RedisLayout):
+    """Field names of the record hash, and how records map onto them."""
+
+    #: Large results are stored zlib-compressed, as in the DynamoDB item.
+    compresses = True
+
+    def _claim_record(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Args:
+        return self.to_fields(record, stored_data)
 
     def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
         """Return the record a claim's reply carries (None when the key was free)."""

@@ -10,29 +10,32 @@ with the same three Lua scripts' guarantees as the hash layout (`_redis_scripts`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from idempotent_lambda.persistence import _redis_scripts as scripts
+from idempotent_lambda.persistence._record_names import stored_status
 from idempotent_lambda.persistence._redis_client import Arg, Commands
-from idempotent_lambda.persistence._redis_hash import CorruptHashError, OwnerArgs, ScriptCall
+from idempotent_lambda.persistence._redis_hash import (
+    Args,
+    CorruptHashError,
+    OwnerArgs,
+    RedisLayout,
+    ScriptCall,
+)
 from idempotent_lambda.persistence.base import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
+_ORPHAN_LOCK_SECONDS = 10
+
 
 @dataclass(frozen=True, slots=True)
-class JsonSchema:
+class JsonSchema(RedisLayout):
     """Attribute names of the JSON record, and how records map onto it."""
-
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
-    owner_attr: str
 
     #: Results are stored as text: Powertools could not read compressed ones.
     compresses = False
+    claim_script = scripts.CLAIM_JSON
 
     def to_value(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> str:
         """Return the JSON text that holds ``record``, in Powertools' attribute order."""
@@ -65,44 +68,18 @@ class JsonSchema:
             raise CorruptHashError("idempotency record is not JSON") from exc
         if not isinstance(item, dict):
             raise CorruptHashError("idempotency record is not a JSON object")
-        stored_status = item.get(self.status_attr)
-        if stored_status == POWERTOOLS_IN_PROGRESS:
-            status = Status.IN_PROGRESS
-        elif stored_status == Status.COMPLETED.value:
-            status = Status.COMPLETED
-        else:
+        status = stored_status(item.get(self.status_attr), POWERTOOLS_IN_PROGRESS)
+        if status is None:
             raise CorruptHashError(f"idempotency record has no valid '{self.status_attr}'")
-        return IdempotencyRecord(
-            idempotency_key=idempotency_key,
-            status=status,
-            expiry_timestamp=_integer(item, self.expiry_attr),
-            in_progress_expiry_timestamp=_integer(item, self.in_progress_expiry_attr),
-            response_data=_text(item, self.data_attr),
-            payload_hash=_text(item, self.validation_key_attr),
-            owner=_text(item, self.owner_attr),
-        )
+        data = _text(item, self.data_attr)
+        return self.record(idempotency_key, status, item, _integer, _text, data)
 
-    def claim_call(
-        self,
-        record: IdempotencyRecord,
-        stored_data: str | bytes | None,
-        *,
-        now_ms: int,
-        lease_cutoff_ms: int,
-        ttl: str,
-    ) -> ScriptCall:
-        """Return the claim script and its arguments."""
-        args: list[Arg] = [
-            str(now_ms // 1000),
-            str(lease_cutoff_ms),
-            ttl,
-            self.expiry_attr,
-            self.status_attr,
-            self.in_progress_expiry_attr,
+    def _claim_record(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Args:
+        return [
             POWERTOOLS_IN_PROGRESS,
             self.to_value(record, stored_data),
+            "0",  # not holding Powertools' orphan lock (see `under_orphan_lock`)
         ]
-        return scripts.CLAIM_JSON, args
 
     def previous(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
         """Return the record a claim's reply carries (None when the key was free)."""
@@ -127,6 +104,43 @@ class JsonSchema:
     def _owner_args(self, owner: str | None) -> OwnerArgs:
         expected = "0" if owner is None else "1"
         return [self.status_attr, self.owner_attr, POWERTOOLS_IN_PROGRESS, expected, owner or ""]
+
+
+def orphan_lock_key(idempotency_key: str) -> str:
+    """Return the key of Powertools' orphan lock for ``idempotency_key``.
+
+    Before Powertools overwrites an expired or abandoned record it takes this key with
+    ``SET NX`` and backs off when it exists; it never deletes the key, which lives
+    `orphan_lock_seconds`. A store sharing Powertools' records takes the same key before it takes
+    such a record over, so the two libraries never both do.
+    """
+    return f"{idempotency_key}:lock"
+
+
+def orphan_lock_seconds(record: IdempotencyRecord, now_ms: int) -> int:
+    """Return how long the orphan lock lives: 10 s, or the record's life when that is shorter.
+
+    Powertools uses ``min(10, expires_after_seconds)``; the record's remaining life is that
+    period.
+    """
+    if record.expiry_timestamp is None:
+        return _ORPHAN_LOCK_SECONDS
+    return max(1, min(_ORPHAN_LOCK_SECONDS, record.expiry_timestamp - now_ms // 1000))
+
+
+def under_orphan_lock(args: list[Arg]) -> list[Arg]:
+    """Return a `JsonSchema.claim_call`'s arguments for a caller that holds the orphan lock."""
+    return [*args[:-1], "1"]
+
+
+def held_by_orphan_lock(record: IdempotencyRecord, lock_end_ms: int) -> IdempotencyRecord:
+    """Return the holder a claim refused by someone else's orphan lock reports.
+
+    The lock's holder is writing its claim for the same request, so the holder is ``record``
+    under no owner of ours, in progress until the lock ends: callers wait or retry as for any
+    live claim.
+    """
+    return replace(record, owner=None, in_progress_expiry_timestamp=lock_end_ms)
 
 
 def _integer(item: dict[str, Any], name: str) -> int | None:

@@ -12,6 +12,10 @@ from idempotent_lambda.record import Status
 
 _IN_PROGRESS = Status.IN_PROGRESS.value
 
+#: CLAIM_JSON's first reply element when the record may be taken over only under Powertools'
+#: orphan lock (see `_redis_json.orphan_lock_key`).
+NEEDS_ORPHAN_LOCK = 2
+
 # Shared by complete and release. ARGV[1..4]: status field, owner field, "1" when an owner is
 # expected (else the record must have none), the owner.
 _OWNED = f"""
@@ -105,22 +109,25 @@ end
 
 CLAIM_JSON = (
     _SET_JSON
-    + """
+    + f"""
 -- ARGV: now (epoch s), lease cutoff (epoch ms), ttl (ms or ''), expiry field, status field,
--- lease field, IN_PROGRESS spelling, the new record's JSON. The rule of claim_allowed; a value
--- that is not a JSON object blocks the claim (and is reported as corrupt by the caller).
+-- lease field, IN_PROGRESS spelling, the new record's JSON, '1' when the caller holds
+-- Powertools' orphan lock. The rule of claim_allowed; a value that is not a JSON object blocks
+-- the claim (and is reported as corrupt by the caller). Taking over an expired or abandoned
+-- record needs that lock: without it the reply is {{{NEEDS_ORPHAN_LOCK}, old}}.
 local old = redis.call('GET', KEYS[1])
 if old then
   local ok, r = pcall(cjson.decode, old)
-  if not ok or type(r) ~= 'table' then return {0, old} end
+  if not ok or type(r) ~= 'table' then return {{0, old}} end
   local expiry = tonumber(r[ARGV[4]])
   local lease = tonumber(r[ARGV[6]])
   local expired = expiry ~= nil and expiry < tonumber(ARGV[1])
   local abandoned = r[ARGV[5]] == ARGV[7] and lease ~= nil and lease < tonumber(ARGV[2])
-  if not (expired or abandoned) then return {0, old} end
+  if not (expired or abandoned) then return {{0, old}} end
+  if ARGV[9] ~= '1' then return {{{NEEDS_ORPHAN_LOCK}, old}} end
 end
 store(ARGV[8], ARGV[3])
-return {1, old}
+return {{1, old}}
 """
 )
 

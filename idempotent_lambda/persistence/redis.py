@@ -9,6 +9,7 @@ builds its own client.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
@@ -32,7 +33,13 @@ from idempotent_lambda.persistence._redis_client import (
     translated_errors,
 )
 from idempotent_lambda.persistence._redis_hash import CorruptHashError, HashSchema
-from idempotent_lambda.persistence._redis_json import JsonSchema
+from idempotent_lambda.persistence._redis_json import (
+    JsonSchema,
+    held_by_orphan_lock,
+    orphan_lock_key,
+    orphan_lock_seconds,
+    under_orphan_lock,
+)
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
@@ -221,7 +228,9 @@ class RedisCachePersistenceLayer:
         ``"powertools"``: Powertools' layout, one JSON string per key (``SET``/``GET``), its
         status spelling ``INPROGRESS``, results as uncompressed JSON text, plus the ``owner``
         attribute, which Powertools ignores, so completion and release stay fenced. Claims,
-        completions and releases are still one Lua script each (`_redis_json`).
+        completions and releases are still one Lua script each (`_redis_json`), except that
+        taking over an expired or abandoned record first takes Powertools' orphan lock, as
+        Powertools does (`_redis_json.orphan_lock_key`): two more round trips.
 
         Raises:
             IdempotencyConfigError: An unknown format.
@@ -231,15 +240,7 @@ class RedisCachePersistenceLayer:
         if record_format != "powertools":
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
         view = copy.copy(self)  # shares the client slot, so a client set later reaches both
-        schema = self._schema
-        view._layout = JsonSchema(
-            expiry_attr=schema.expiry_attr,
-            in_progress_expiry_attr=schema.in_progress_expiry_attr,
-            status_attr=schema.status_attr,
-            data_attr=schema.data_attr,
-            validation_key_attr=schema.validation_key_attr,
-            owner_attr=schema.owner_attr,
-        )
+        view._layout = JsonSchema(**dataclasses.asdict(self._schema))  # the same names
         return view
 
     def claim(
@@ -260,7 +261,14 @@ class RedisCachePersistenceLayer:
         )
         key = record.idempotency_key
         with translated_errors("claim"):
-            claimed, old = self._get_commands().eval(script, key, args)
+            commands = self._get_commands()
+            claimed, old = commands.eval(script, key, args)
+            if claimed == scripts.NEEDS_ORPHAN_LOCK:
+                # Powertools' layout: take its lock before taking the record over, as it does.
+                seconds = orphan_lock_seconds(record, now_ms)
+                if not commands.set_if_absent(orphan_lock_key(key), "True", seconds):
+                    return ClaimOutcome(False, held_by_orphan_lock(record, now_ms + seconds * 1000))
+                claimed, old = commands.eval(script, key, under_orphan_lock(args))
         if not claimed:
             return ClaimOutcome(False, layout.previous(key, old))
         try:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import threading
 import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,41 @@ import pytest
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 
 START_TIMEOUT_S = 30
+
+
+@contextmanager
+def requests_seen_by_server(port: int) -> Iterator[list[str]]:
+    """Yield a list that fills with the commands clients send the server meanwhile (MONITOR).
+
+    Commands that scripts run inside the server are not requests and are left out. The monitor
+    has a client of its own, so the store's (already connected) connection stays its own.
+    """
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    marking = redis.Redis(host="127.0.0.1", port=port)
+    marking.ping()  # connected before monitoring starts
+    marker = f"end-{uuid.uuid4().hex}"
+    seen: list[str] = []
+    with client.monitor() as monitor:  # MONITOR is acknowledged before this returns
+
+        def read() -> None:
+            while True:
+                entry = monitor.next_command()
+                if marker in entry["command"]:
+                    return
+                if entry["client_type"] != "lua":
+                    seen.append(entry["command"].split(" ", 1)[0].upper())
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            yield seen
+        finally:
+            marking.echo(marker)
+            reader.join(60)
+    client.close()
+    marking.close()
 
 
 def free_port() -> int:

@@ -9,10 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,43 +29,10 @@ from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.integration import _redis_worker
-from tests.integration._redis_server import free_port
+from tests.integration._redis_server import free_port, requests_seen_by_server
 
 PROCESSES = 4
 GRACE_MS = 300_000
-
-
-@contextmanager
-def requests_seen_by_server(port: int) -> Iterator[list[str]]:
-    """Yield a list that fills with the commands clients send the server meanwhile (MONITOR).
-
-    Commands that scripts run inside the server are not requests and are left out. The monitor
-    has a client of its own, so the store's (already connected) connection stays its own.
-    """
-    client = redis.Redis(host="127.0.0.1", port=port)
-    marking = redis.Redis(host="127.0.0.1", port=port)
-    marking.ping()  # connected before monitoring starts
-    marker = f"end-{uuid.uuid4().hex}"
-    seen: list[str] = []
-    with client.monitor() as monitor:  # MONITOR is acknowledged before this returns
-
-        def read() -> None:
-            while True:
-                entry = monitor.next_command()
-                if marker in entry["command"]:
-                    return
-                if entry["client_type"] != "lua":
-                    seen.append(entry["command"].split(" ", 1)[0].upper())
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        try:
-            yield seen
-        finally:
-            marking.echo(marker)
-            reader.join(60)
-    client.close()
-    marking.close()
 
 
 def test_first_call_costs_two_round_trips_and_a_replay_one(

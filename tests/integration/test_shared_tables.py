@@ -30,6 +30,7 @@ from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from tests.integration._two_libraries import WAIT_S, Body, Crash
 
 pt = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
 from aws_lambda_powertools.utilities.idempotency import exceptions as pt_errors  # noqa: E402
@@ -41,7 +42,6 @@ IN_PROGRESS_ERRORS = (
     IdempotencyAlreadyInProgressError,
     pt_errors.IdempotencyAlreadyInProgressError,
 )
-WAIT_S = 30
 
 
 @dataclass
@@ -75,33 +75,6 @@ def fleet(request: pytest.FixtureRequest) -> Fleet:
         lambda: PowertoolsRedis(client=client()),
         lambda clock: RedisCachePersistenceLayer(client=client(), clock=clock),
     )
-
-
-class Crash(BaseException):
-    """Ends an invocation the way a timeout does: Powertools cannot clean up after it."""
-
-
-class Body:
-    """The function both libraries decorate: counts its runs; the first may wait to be let go."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.crash = False
-        self.entered = threading.Event()
-        self.go = threading.Event()
-        self.go.set()
-
-        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-            self.calls += 1
-            run = self.calls
-            self.entered.set()
-            if self.crash:
-                raise Crash
-            if run == 1:
-                assert self.go.wait(WAIT_S)
-            return {"order": event["id"], "run": run}
-
-        self.handler = handler  # one function object: both libraries derive the same prefix
 
 
 def both(
