@@ -1,4 +1,4 @@
-"""Settings shared by every test layer: hypothesis profiles.
+"""Settings shared by every test layer: hypothesis profiles, a port that refuses connections.
 
 The default profile is derandomised and has no per-example deadline, so a run is reproducible
 and a loaded machine cannot fail a property by being slow. ``HYPOTHESIS_PROFILE=explore`` asks
@@ -8,7 +8,10 @@ for fresh random examples (and more of them) when hunting for bugs locally.
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -27,3 +30,16 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """Yield a loopback port that refuses every connection until the test ends.
+
+    The port stays bound (never listening) for the whole test: a port merely found free and
+    closed again could be taken meanwhile by another process's server, or picked as the
+    client's own ephemeral port (a TCP self-connect), and then the connection would not fail.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield int(holder.getsockname()[1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -87,14 +86,6 @@ def sent_requests(client: DynamoDBClient) -> Iterator[list[str]]:
         yield sent
     finally:
         client.meta.events.unregister("before-send.dynamodb", record)
-
-
-def closed_port() -> int:
-    """Return a loopback port that nothing listens on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 # --- client construction --------------------------------------------------------------------
@@ -211,16 +202,16 @@ def test_client_is_built_once_under_concurrency(
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_unreachable_endpoint_raises_persistence_error(
-    monkeypatch: pytest.MonkeyPatch, operation: str
+    monkeypatch: pytest.MonkeyPatch, refused_port: int, operation: str
 ) -> None:
     """A closed port becomes a persistence error naming the operation, caused by botocore's."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{closed_port()}")
-    fast = Config(
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{refused_port}")
+    once = Config(  # refused at once; generous timeouts so a loaded machine cannot time out
         retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=0.5,
-        read_timeout=0.5,
+        connect_timeout=30,
+        read_timeout=30,
     )
-    store = DynamoDBPersistenceLayer("any-table", boto_config=fast)
+    store = DynamoDBPersistenceLayer("any-table", boto_config=once)
     call, api = OPERATIONS[operation]
     with pytest.raises(IdempotencyPersistenceLayerError) as raised:
         call(store)

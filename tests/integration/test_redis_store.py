@@ -32,7 +32,6 @@ from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.integration import _redis_worker
-from tests.integration._redis_server import free_port
 
 PROCESSES = 4
 GRACE_MS = 300_000
@@ -311,9 +310,11 @@ def test_username_and_password_authenticate(redis_client: redis.Redis, redis_por
         redis_client.acl_deluser(user)
 
 
-def test_unreachable_server_is_a_persistence_error_and_the_body_does_not_run() -> None:
+def test_unreachable_server_is_a_persistence_error_and_the_body_does_not_run(
+    refused_port: int,
+) -> None:
     """Nothing listening: the claim fails with our error type, the redis error as its cause."""
-    store = RedisCachePersistenceLayer(host="127.0.0.1", port=free_port(), ssl=False)
+    store = RedisCachePersistenceLayer(host="127.0.0.1", port=refused_port, ssl=False)
     runs: list[int] = []
 
     @idempotent(persistence_store=store)
