@@ -1,4 +1,5 @@
-"""Settings shared by every test layer: hypothesis profiles, a port that refuses connections.
+"""Settings shared by every test layer: hypothesis profiles, no Lambda context registered
+across tests, a port that refuses connections.
 
 The default profile is derandomised and has no per-example deadline, so a run is reproducible
 and a loaded machine cannot fail a property by being slow. ``HYPOTHESIS_PROFILE=explore`` asks
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from idempotent_lambda import IdempotencyConfig
 
 settings.register_profile(
     "reproducible",
@@ -30,6 +33,18 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
+
+
+@pytest.fixture(autouse=True)
+def no_registered_lambda_context() -> Iterator[None]:
+    """Forget any process-wide ``register_lambda_context`` before and after each test.
+
+    The registration outlives the test that made it (as it outlives a Lambda invocation), so
+    without this a test's leases would depend on which tests ran before it.
+    """
+    IdempotencyConfig().register_lambda_context(None)
+    yield
+    IdempotencyConfig().register_lambda_context(None)
 
 
 @pytest.fixture
