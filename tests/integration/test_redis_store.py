@@ -203,7 +203,8 @@ def test_valkey_glide_sync_client_drives_the_store(redis_port: int) -> None:
     """valkey-glide's synchronous client: fenced writes, replay and compressed data work."""
     glide_sync = pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
     config = glide_sync.GlideClientConfiguration(
-        addresses=[glide_sync.NodeAddress(host="127.0.0.1", port=redis_port)]
+        addresses=[glide_sync.NodeAddress(host="127.0.0.1", port=redis_port)],
+        request_timeout=30_000,  # glide's default, 250 ms, is too tight for a loaded machine
     )
     client = glide_sync.GlideClient.create(config)
     try:
