@@ -115,7 +115,8 @@ def test_client_built_lazily_honours_endpoint_env(
 ) -> None:
     """With no client given, the first operation builds one at ``AWS_ENDPOINT_URL_DYNAMODB``."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
-    store = DynamoDBPersistenceLayer(idempotency_table)
+    # A claim whose answer is late past the 3 s read timeout would be retried and find itself.
+    store = DynamoDBPersistenceLayer(idempotency_table, boto_config=Config(read_timeout=60))
     assert not store._client.built
     assert store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS).claimed
     assert dynamodb_endpoint == client_of(store).meta.endpoint_url
