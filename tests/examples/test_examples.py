@@ -16,6 +16,7 @@ import contextvars
 import importlib.util
 import inspect
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -251,7 +252,15 @@ def run_powertools_metrics(module: ModuleType, capsys: pytest.CaptureFixture[str
 
 def run_powertools_logger(module: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     context = FakeLambdaContext()
-    module.handler({"order_id": event_id()}, context)
+    # The "orders" logger is process-wide: when another test (the sample app) configured it
+    # first, Powertools reuses its handler, still writing to that test's stdout.
+    handler = module.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.setStream(sys.stdout)
+    try:
+        module.handler({"order_id": event_id()}, context)
+    finally:
+        handler.setStream(previous)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     messages = [line["message"] for line in lines]
     assert "order accepted" in messages

@@ -23,7 +23,7 @@ import pytest
 
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 
-START_TIMEOUT_S = 30
+START_TIMEOUT_S = 60
 
 
 @contextmanager
@@ -75,7 +75,7 @@ def start_redis_server(
     """Start ``redis-server`` on a free loopback port; return the process once it answers PING.
 
     With ``tls`` it listens with TLS only (client certificates optional). Retries with a new port
-    if the first one was taken in the meantime.
+    if the first one was taken in the meantime (the server exits, or another one answers there).
     """
     executable = shutil.which("redis-server")
     if executable is None:
@@ -99,10 +99,15 @@ def start_redis_server(
         deadline = time.monotonic() + START_TIMEOUT_S
         while process.poll() is None and time.monotonic() < deadline:
             try:
-                redis.Redis(host="localhost", port=port, socket_timeout=1, **ping_options).ping()
-                return process, port
-            except redis.exceptions.ConnectionError:
+                probe = redis.Redis(host="localhost", port=port, socket_timeout=5, **ping_options)
+                with probe:
+                    answering = probe.info("server")["process_id"]
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 time.sleep(0.05)
+                continue
+            if answering == process.pid:  # not another process's server that took the port
+                return process, port
+            break
         stop(process)
     pytest.fail("redis-server did not start on 127.0.0.1")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -89,14 +88,6 @@ def sent_requests(client: DynamoDBClient) -> Iterator[list[str]]:
         client.meta.events.unregister("before-send.dynamodb", record)
 
 
-def closed_port() -> int:
-    """Return a loopback port that nothing listens on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 # --- client construction --------------------------------------------------------------------
 
 
@@ -124,7 +115,8 @@ def test_client_built_lazily_honours_endpoint_env(
 ) -> None:
     """With no client given, the first operation builds one at ``AWS_ENDPOINT_URL_DYNAMODB``."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
-    store = DynamoDBPersistenceLayer(idempotency_table)
+    # A claim whose answer is late past the 3 s read timeout would be retried and find itself.
+    store = DynamoDBPersistenceLayer(idempotency_table, boto_config=Config(read_timeout=60))
     assert not store._client.built
     assert store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS).claimed
     assert dynamodb_endpoint == client_of(store).meta.endpoint_url
@@ -211,16 +203,16 @@ def test_client_is_built_once_under_concurrency(
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_unreachable_endpoint_raises_persistence_error(
-    monkeypatch: pytest.MonkeyPatch, operation: str
+    monkeypatch: pytest.MonkeyPatch, refused_port: int, operation: str
 ) -> None:
     """A closed port becomes a persistence error naming the operation, caused by botocore's."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{closed_port()}")
-    fast = Config(
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{refused_port}")
+    once = Config(  # refused at once; generous timeouts so a loaded machine cannot time out
         retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=0.5,
-        read_timeout=0.5,
+        connect_timeout=30,
+        read_timeout=30,
     )
-    store = DynamoDBPersistenceLayer("any-table", boto_config=fast)
+    store = DynamoDBPersistenceLayer("any-table", boto_config=once)
     call, api = OPERATIONS[operation]
     with pytest.raises(IdempotencyPersistenceLayerError) as raised:
         call(store)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -174,18 +173,14 @@ def test_lease_within_the_skew_tolerance_is_not_taken_over(
     assert ["in progress"] == seen
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def test_unreachable_store_raises_and_does_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_store_raises_and_does_not_run(
+    monkeypatch: pytest.MonkeyPatch, refused_port: int
+) -> None:
     """Nothing listening at the endpoint: `IdempotencyPersistenceLayerError`, body not run."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{refused_port}")
     store = DynamoDBPersistenceLayer(
         "IdempotencyTable",
-        boto_config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=1),
+        boto_config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=30),
     )
     runs = Runs()
     handler = make_handler(store, IdempotencyConfig(), runs)

@@ -117,6 +117,7 @@ def test_valkey_glide_client_example(redis_client: redis.Redis, lambda_context: 
     port = redis_client.connection_pool.connection_kwargs["port"]
     client_config = glide.GlideClientConfiguration(
         addresses=[glide.NodeAddress(host="localhost", port=port)],
+        request_timeout=30_000,  # not published: glide's 250 ms default is too tight under load
     )
     client = glide.GlideClient.create(config=client_config)
     persistence_layer = CachePersistenceLayer(client=client)  # type: ignore[arg-type]

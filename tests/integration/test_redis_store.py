@@ -29,7 +29,7 @@ from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.integration import _redis_worker
-from tests.integration._redis_server import free_port, requests_seen_by_server
+from tests.integration._redis_server import requests_seen_by_server
 
 PROCESSES = 4
 GRACE_MS = 300_000
@@ -168,7 +168,8 @@ def test_valkey_glide_sync_client_drives_the_store(redis_port: int) -> None:
     """valkey-glide's synchronous client: fenced writes, replay and compressed data work."""
     glide_sync = pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
     config = glide_sync.GlideClientConfiguration(
-        addresses=[glide_sync.NodeAddress(host="127.0.0.1", port=redis_port)]
+        addresses=[glide_sync.NodeAddress(host="127.0.0.1", port=redis_port)],
+        request_timeout=30_000,  # glide's default, 250 ms, is too tight for a loaded machine
     )
     client = glide_sync.GlideClient.create(config)
     try:
@@ -275,9 +276,11 @@ def test_username_and_password_authenticate(redis_client: redis.Redis, redis_por
         redis_client.acl_deluser(user)
 
 
-def test_unreachable_server_is_a_persistence_error_and_the_body_does_not_run() -> None:
+def test_unreachable_server_is_a_persistence_error_and_the_body_does_not_run(
+    refused_port: int,
+) -> None:
     """Nothing listening: the claim fails with our error type, the redis error as its cause."""
-    store = RedisCachePersistenceLayer(host="127.0.0.1", port=free_port(), ssl=False)
+    store = RedisCachePersistenceLayer(host="127.0.0.1", port=refused_port, ssl=False)
     runs: list[int] = []
 
     @idempotent(persistence_store=store)

@@ -42,6 +42,7 @@ IN_PROGRESS_ERRORS = (
     IdempotencyAlreadyInProgressError,
     pt_errors.IdempotencyAlreadyInProgressError,
 )
+LEASE_MS = 120_000  # each invocation's time left: no lease passes while a loaded machine stalls
 
 
 @dataclass
@@ -92,7 +93,7 @@ def both(
 
 
 def context(clock: Clock = SYSTEM_CLOCK) -> FakeLambdaContext:
-    return FakeLambdaContext(timeout_ms=10_000, clock=clock)
+    return FakeLambdaContext(timeout_ms=LEASE_MS, clock=clock)
 
 
 def wall_ms() -> int:
@@ -206,7 +207,7 @@ def test_we_honour_powertools_expiry(fleet: Fleet) -> None:
     theirs(event, context())
 
     before = ours(event, context(clock))
-    clock.advance(62)
+    clock.set(wall_ms() + 62_000)  # past the expiry, however late Powertools wrote it
     after = ours(event, context(clock))
 
     assert (1, 2) == (before["run"], after["run"])
@@ -231,12 +232,12 @@ def test_we_honour_a_powertools_lease(fleet: Fleet) -> None:
     event = {"id": "o-1"}
     body.crash = True
     with pytest.raises(Crash):
-        theirs(event, context())  # leaves its IN_PROGRESS record, lease 10 s
+        theirs(event, context())  # leaves its IN_PROGRESS record, lease LEASE_MS
     body.crash = False
 
     with pytest.raises(IdempotencyAlreadyInProgressError):
         ours(event, context(clock))
-    clock.advance(12)  # the 10 s lease and the skew tolerance have passed
+    clock.set(wall_ms() + LEASE_MS + 2_000)  # its lease and the skew tolerance have passed
 
     assert 2 == ours(event, context(clock))["run"]
 
@@ -244,7 +245,7 @@ def test_we_honour_a_powertools_lease(fleet: Fleet) -> None:
 def test_powertools_honours_our_lease_and_we_do_not_overwrite_its_result(fleet: Fleet) -> None:
     """Powertools takes over once our lease passed; our late completion is then refused."""
     body = Body()
-    clock = ManualClock(wall_ms() - 60_000)  # our claim's lease ended 50 s ago
+    clock = ManualClock(wall_ms() - LEASE_MS - 60_000)  # our claim's lease ended 60 s ago
     theirs, ours = both(fleet, body, clock=clock)
     event = {"id": "o-1"}
     body.go.clear()

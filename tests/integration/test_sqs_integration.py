@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 STANDARD_ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
 FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"
 BUSINESS_KEY = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+CONTEXT_MS = 600_000  # on the wall clock: a whole batch fits in it however loaded the machine
 
 
 def message(
@@ -88,13 +89,13 @@ def test_redelivery_runs_only_the_records_that_failed(
     executions = Executions(fail={3, 7})
     handler = idempotent_sqs_handler(persistence_store=dynamodb_store)(executions)
     event = {"Records": [message(f"m-{n}", {"order_id": n}) for n in range(10)]}
-    assert ["m-3", "m-7"] == failed(handler(event, FakeLambdaContext(30_000)))
+    assert ["m-3", "m-7"] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
     assert 20 == sum(requests.values())
     assert {"PutItem": 18, "DeleteItem": 2} == dict(requests)
 
     requests.clear()
     executions.fail.clear()
-    assert [] == failed(handler(event, FakeLambdaContext(30_000)))
+    assert [] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
     assert {"PutItem": 12} == dict(requests)
     assert {n: (2 if n in (3, 7) else 1) for n in range(10)} == dict(executions.per_order)
 
@@ -108,10 +109,10 @@ def test_fifo_stops_at_the_first_failure_and_resumes_there(
     event = {
         "Records": [message(f"m-{n}", {"order_id": n}, arn=FIFO_ARN, group="g") for n in range(5)]
     }
-    assert ["m-2", "m-3", "m-4"] == failed(handler(event, FakeLambdaContext(30_000)))
+    assert ["m-2", "m-3", "m-4"] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
     assert ["m-0", "m-1", "m-2"] == executions.order
     executions.fail.clear()
-    assert [] == failed(handler(event, FakeLambdaContext(30_000)))
+    assert [] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
     assert ["m-0", "m-1", "m-2", "m-2", "m-3", "m-4"] == executions.order
 
 
@@ -125,8 +126,8 @@ def test_business_key_deduplicates_across_messages_and_batches(
     )
     first = {"Records": [message("m-1", {"order_id": 1}), message("m-2", {"order_id": 1})]}
     second = {"Records": [message("m-3", {"order_id": 1}), message("m-4", {"order_id": 2})]}
-    assert [] == failed(handler(first, FakeLambdaContext(30_000)))
-    assert [] == failed(handler(second, FakeLambdaContext(30_000)))
+    assert [] == failed(handler(first, FakeLambdaContext(CONTEXT_MS)))
+    assert [] == failed(handler(second, FakeLambdaContext(CONTEXT_MS)))
     assert {1: 1, 2: 1} == dict(executions.per_order)
 
 
@@ -143,7 +144,7 @@ def test_concurrent_option_executes_each_key_exactly_once(
     for _delivery in range(10):
         if not pending:
             break
-        reported = set(failed(handler({"Records": pending}, FakeLambdaContext(30_000))))
+        reported = set(failed(handler({"Records": pending}, FakeLambdaContext(CONTEXT_MS))))
         pending = [r for r in pending if r["messageId"] in reported]
     assert [] == pending
     assert dict.fromkeys(range(10), 1) == dict(executions.per_order)
@@ -163,7 +164,7 @@ def test_two_invocations_racing_on_one_batch_execute_each_message_once(
 
     def invoke() -> None:
         start.wait()
-        responses.append(handler(event, FakeLambdaContext(30_000)))
+        responses.append(handler(event, FakeLambdaContext(CONTEXT_MS)))
 
     threads = [threading.Thread(target=invoke) for _ in range(2)]
     for thread in threads:

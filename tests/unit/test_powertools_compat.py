@@ -21,23 +21,33 @@ APP = Path(__file__).with_name("powertools_docs_app.py")
 
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """Import a fresh copy of the docs-style module against an in-process moto DynamoDB."""
-    moto = pytest.importorskip("moto")
+    """Import a fresh copy of the docs-style module against moto's DynamoDB server.
+
+    A server (`local_dynamodb`) and a table of its own, not ``moto.mock_aws``: entering and
+    leaving that mock wipes every in-process moto backend, so the tables of the servers other
+    tests share would vanish, depending on which tests ran around this one.
+    """
+    pytest.importorskip("moto")
     import boto3
 
+    from idempotent_lambda.testing import local_dynamodb
+
+    table = f"IdempotencyTable-{uuid.uuid4().hex}"
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        "IDEMPOTENCY_TABLE": "IdempotencyTable",
+        "IDEMPOTENCY_TABLE": table,
     }.items():
         monkeypatch.setenv(name, value)
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
-    with moto.mock_aws():
+    with local_dynamodb() as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
         create_idempotency_table(
-            boto3.client("dynamodb", region_name="us-east-1"), table_name="IdempotencyTable"
+            boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint),
+            table_name=table,
         )
         name = f"powertools_docs_app_{uuid.uuid4().hex}"
         spec = importlib.util.spec_from_file_location(name, APP)
