@@ -94,7 +94,7 @@ def take_over(
     ready.release()
     start.wait(60)
     try:
-        decorated({"id": "o-1"}, FakeLambdaContext(10_000))
+        decorated({"id": "o-1"}, FakeLambdaContext(300_000))
     except (
         IdempotencyAlreadyInProgressError,
         pt_errors.IdempotencyAlreadyInProgressError,
