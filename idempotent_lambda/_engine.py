@@ -55,7 +55,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
 )
-from idempotent_lambda.persistence.base import (
+from idempotent_lambda.persistence.protocol import (
     PersistenceStore,
     store_for_format,
     transactional,

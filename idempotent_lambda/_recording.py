@@ -25,7 +25,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore, TransactItem, transactional
+from idempotent_lambda.persistence.protocol import PersistenceStore, TransactItem, transactional
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.transaction import close_transaction, open_transaction
 

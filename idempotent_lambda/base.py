@@ -21,8 +21,8 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.base import PersistenceStore
 from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization.no_op import NoOpSerializer
 
 MAX_RETRIES = 2

@@ -17,7 +17,7 @@ from idempotent_lambda._identity import (
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer, resolve_serializer
 
 P = ParamSpec("P")

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from idempotent_lambda.exceptions import IdempotencyTransactionError
-from idempotent_lambda.persistence.base import (
+from idempotent_lambda.persistence.protocol import (
     MAX_TRANSACTION_WRITES,
     TransactionalStore,
     TransactItem,

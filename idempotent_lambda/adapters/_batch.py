@@ -59,7 +59,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyError,
     IdempotencyPersistenceLayerError,
 )
-from idempotent_lambda.persistence.base import BatchReadStore, PersistenceStore
+from idempotent_lambda.persistence.protocol import BatchReadStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import resolve_serializer
 

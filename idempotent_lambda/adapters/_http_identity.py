@@ -40,7 +40,7 @@ from idempotent_lambda.adapters._http_response import (
 )
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.protocol import PersistenceStore
 
 #: RFC 9110's safe methods: they change nothing, so there is nothing to deduplicate. ``OPTIONS``
 #: is also what a browser's CORS preflight sends, without the key header.

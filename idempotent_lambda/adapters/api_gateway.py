@@ -59,7 +59,7 @@ from idempotent_lambda.adapters._http_response import (
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.decorators import _check_store
 from idempotent_lambda.exceptions import IdempotencyConfigError
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer
 
 __all__ = ["idempotent_http"]

@@ -46,7 +46,7 @@ from idempotent_lambda.adapters._batch import (
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",

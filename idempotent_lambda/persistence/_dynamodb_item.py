@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence._record_names import RecordNames, stored_status
-from idempotent_lambda.persistence.base import decode_stored_data
+from idempotent_lambda.persistence.protocol import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:

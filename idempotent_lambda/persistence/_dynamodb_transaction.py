@@ -20,7 +20,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyTransactionConflictError,
     IdempotencyTransactionError,
 )
-from idempotent_lambda.persistence.base import MAX_TRANSACTION_WRITES, TransactItem
+from idempotent_lambda.persistence.protocol import MAX_TRANSACTION_WRITES, TransactItem
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -1,6 +1,6 @@
 """The conditional writes on one record: claim, complete and release, as DynamoDB requests.
 
-A claim is a ``PutItem`` that succeeds only where `persistence._contract.claim_allowed` allows
+A claim is a ``PutItem`` that succeeds only where `persistence.protocol.claim_allowed` allows
 one. Completion and release are fenced on the record still being IN_PROGRESS under the caller's
 owner token, so an invocation whose lease was taken over cannot touch the newer claim. The
 store builds the items and sends every request through its one error boundary (``request``).
@@ -16,8 +16,8 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
 )
-from idempotent_lambda.persistence._contract import ClaimOutcome
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError, ItemSchema
+from idempotent_lambda.persistence.protocol import ClaimOutcome
 from idempotent_lambda.record import IdempotencyRecord
 
 if TYPE_CHECKING:

@@ -38,8 +38,8 @@ from idempotent_lambda.exceptions import (
     IdempotencyItemNotFoundError,
     IdempotencyPersistenceLayerError,
 )
-from idempotent_lambda.persistence._contract import ClaimOutcome, claim_allowed, decode_stored_data
 from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence.protocol import ClaimOutcome, claim_allowed, decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _TO_STORED = {Status.IN_PROGRESS: STATUS_CONSTANTS["INPROGRESS"], Status.COMPLETED: "COMPLETED"}

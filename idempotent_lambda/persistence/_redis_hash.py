@@ -17,7 +17,7 @@ from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence import _redis_scripts as scripts
 from idempotent_lambda.persistence._record_names import RecordNames
 from idempotent_lambda.persistence._redis_client import Arg, Commands, as_dict
-from idempotent_lambda.persistence.base import decode_stored_data
+from idempotent_lambda.persistence.protocol import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _STORED_STATUSES = {

@@ -23,7 +23,7 @@ from idempotent_lambda.persistence._redis_hash import (
     RedisLayout,
     ScriptCall,
 )
-from idempotent_lambda.persistence.base import POWERTOOLS_IN_PROGRESS
+from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _ORPHAN_LOCK_SECONDS = 10

@@ -34,7 +34,7 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.persistence._aws import S3_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
-from idempotent_lambda.persistence.base import MAX_STORED_DATA_BYTES, encode_stored_data
+from idempotent_lambda.persistence.protocol import MAX_STORED_DATA_BYTES, encode_stored_data
 
 if TYPE_CHECKING:
     import boto3

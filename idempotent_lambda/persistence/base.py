@@ -14,7 +14,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyKeyError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence._contract import (
+from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_STORED_DATA_BYTES,
     MAX_TRANSACTION_WRITES,

@@ -26,13 +26,13 @@ from idempotent_lambda.persistence._dynamodb_key_schema import KeySchemaCheck
 from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome, ScanPage
 from idempotent_lambda.persistence._powertools_layer import BasePersistenceLayer
 from idempotent_lambda.persistence._s3_offload import LargeResults, account_of, is_reference
-from idempotent_lambda.persistence.base import (
+from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     POWERTOOLS_IN_PROGRESS,
     ClaimOutcome,
     TransactItem,
 )
-from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.record import IdempotencyRecord
 
 if TYPE_CHECKING:

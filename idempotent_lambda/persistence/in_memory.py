@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
-from idempotent_lambda.persistence.base import (
+from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_TRANSACTION_WRITES,
     ClaimOutcome,

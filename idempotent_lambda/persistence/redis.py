@@ -40,12 +40,12 @@ from idempotent_lambda.persistence._redis_json import (
     orphan_lock_seconds,
     under_orphan_lock,
 )
-from idempotent_lambda.persistence.base import (
+from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     ClaimOutcome,
     encode_stored_data,
 )
-from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.record import IdempotencyRecord
 
 Mode = Literal["standalone", "cluster"]
