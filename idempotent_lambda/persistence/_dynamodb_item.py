@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
-from idempotent_lambda.persistence._record_names import RecordNames, stored_status
+from idempotent_lambda.persistence._schema import RecordSchema, stored_status
 from idempotent_lambda.persistence.protocol import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -45,7 +45,7 @@ class CorruptItemError(IdempotencyPersistenceLayerError):
 
 
 @dataclass(frozen=True, slots=True)
-class ItemSchema(RecordNames):
+class ItemSchema(RecordSchema):
     """Attribute names of the table, and how records map onto them.
 
     When ``sort_key_attr`` is set, ``key_attr`` (the partition key) holds ``static_pk_value`` and

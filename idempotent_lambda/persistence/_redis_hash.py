@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence import _redis_scripts as scripts
-from idempotent_lambda.persistence._record_names import RecordNames
 from idempotent_lambda.persistence._redis_client import Arg, Commands, as_dict
+from idempotent_lambda.persistence._schema import RecordSchema
 from idempotent_lambda.persistence.protocol import decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -41,7 +41,7 @@ class CorruptHashError(IdempotencyPersistenceLayerError):
 
 
 @dataclass(frozen=True, slots=True)
-class RedisLayout(RecordNames):
+class RedisLayout(RecordSchema):
     """What the Redis layouts share: the claim script's arguments up to the record itself."""
 
     #: The claim script this layout runs (`_redis_scripts`).

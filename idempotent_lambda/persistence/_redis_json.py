@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from idempotent_lambda.persistence import _redis_scripts as scripts
-from idempotent_lambda.persistence._record_names import stored_status
 from idempotent_lambda.persistence._redis_client import Arg, Commands
 from idempotent_lambda.persistence._redis_hash import (
     Args,
@@ -23,6 +22,7 @@ from idempotent_lambda.persistence._redis_hash import (
     RedisLayout,
     ScriptCall,
 )
+from idempotent_lambda.persistence._schema import stored_status
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 

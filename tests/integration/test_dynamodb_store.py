@@ -381,7 +381,7 @@ def test_corrupt_item_raises_persistence_error(
 
 def test_item_without_key_raises_persistence_error() -> None:
     """An item lacking the key attribute is reported as corrupt."""
-    # The six record names come first (`RecordNames`), then the table's key.
+    # The six record names come first (`RecordSchema`), then the table's key.
     schema = ItemSchema("expiration", "lease", "status", "data", "v", "owner", "id", None, "pk")
     with pytest.raises(IdempotencyPersistenceLayerError):
         schema.from_item({"status": {"S": "COMPLETED"}})

@@ -1,4 +1,4 @@
-"""The attribute names every stored layout gives a record, and reading a record back by them.
+"""The attribute names every stored layout (schema) gives a record, and reading a record back by them.
 
 The DynamoDB item, the Redis hash and Powertools' Redis JSON hold the same logical record under
 the same six configurable names; each layout only differs in how it encodes the values.
@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class RecordNames:
+class RecordSchema:
     """Names of a record's attributes (DynamoDB attributes, hash fields or JSON keys)."""
 
     expiry_attr: str
