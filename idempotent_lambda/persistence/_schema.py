@@ -1,4 +1,4 @@
-"""The attribute names every stored layout (schema) gives a record, and reading a record back by them.
+"""A record's attribute layout (schema): its names, and reading a record back by them.
 
 The DynamoDB item, the Redis hash and Powertools' Redis JSON hold the same logical record under
 the same six configurable names; each layout only differs in how it encodes the values.
