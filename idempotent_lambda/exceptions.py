@@ -17,8 +17,11 @@ Every error the library raises on its own account derives from `IdempotencyError
     │   ├── IdempotencyPersistenceConnectionError
     │   ├── IdempotencyPersistenceConsistencyError
     │   ├── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
-    │   └── IdempotencyKeySchemaError           the store is not keyed the way it was configured
+    │   ├── IdempotencyKeySchemaError           the store is not keyed the way it was configured
+    │   └── IdempotencyCorruptRecordError       a stored record does not follow its format
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
+    ├── MalformedEventError                 an adapter got an event that is not its source's
+    ├── MalformedRecordError                one record of a batch is malformed (never raised out)
     └── IdempotencyTransactionError         business writes cannot commit with the record
         └── IdempotencyTransactionConflictError   a business write's condition failed
 
@@ -81,6 +84,25 @@ class IdempotencyKeySchemaError(IdempotencyPersistenceLayerError):
     not when the config is built (the config error's promise), and the handling store errors
     already get is the right one: nothing ran, the HTTP adapter answers 503, a batch record is
     reported failed and retried, and all of it stops once the table or the store is fixed.
+    """
+
+
+class IdempotencyCorruptRecordError(IdempotencyPersistenceLayerError):
+    """A stored record does not follow its format; the message names the attribute, never its value."""
+
+
+class MalformedEventError(IdempotencyError, ValueError):
+    """The event is not one the adapter handles: not a mapping, or missing its ``Records`` list.
+
+    Raised by a batch handler (the only error it raises): such an event means the function is
+    wired to the wrong source or invoked by hand, and there is no record to report failed.
+    """
+
+
+class MalformedRecordError(IdempotencyError, ValueError):
+    """A batch record lacks a field its source always sends, or holds one of the wrong type.
+
+    Never raised out of a batch handler: the record is reported failed and logged.
     """
 
 
