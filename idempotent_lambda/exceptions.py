@@ -88,7 +88,7 @@ class IdempotencyKeySchemaError(IdempotencyPersistenceLayerError):
 
 
 class IdempotencyCorruptRecordError(IdempotencyPersistenceLayerError):
-    """A stored record does not follow its format; the message names the attribute, never its value."""
+    """A stored record does not follow its format; the message names the field, never its value."""
 
 
 class MalformedEventError(IdempotencyError, ValueError):
