@@ -25,6 +25,7 @@ from idempotent_lambda import (
     IdempotencyPersistenceLayerError,
     idempotent,
 )
+from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
@@ -315,6 +316,47 @@ def test_corrupt_hash_error_names_the_field_not_its_content(
     with pytest.raises(IdempotencyPersistenceLayerError, match="'expiration'") as second:
         redis_store.get("bad#2")
     assert "SECRET" not in str(first.value) + str(second.value)
+
+
+def test_corrupt_records_are_the_shared_corrupt_record_error(
+    redis_client: redis.Redis, redis_store: RedisCachePersistenceLayer
+) -> None:
+    """Both layouts report a record off their format as `IdempotencyCorruptRecordError`."""
+    powertools = redis_store.with_record_format("powertools")
+    redis_client.hset("bad#3", mapping={"status": "COMPLETED", "data": b"x", "data_encoding": "?"})
+    redis_client.set("bad#4", "SECRET-NOT-JSON")
+    redis_client.set("bad#5", '{"status": "COMPLETED", "expiration": "SECRET"}')
+    with pytest.raises(IdempotencyCorruptRecordError, match="'data_encoding'"):
+        redis_store.get("bad#3")
+    with pytest.raises(IdempotencyCorruptRecordError, match="not JSON") as not_json:
+        powertools.get("bad#4")
+    with pytest.raises(IdempotencyCorruptRecordError, match="'expiration'") as wrong_type:
+        powertools.get("bad#5")
+    assert "SECRET" not in str(not_json.value) + str(wrong_type.value)
+
+
+def test_a_claim_replaces_an_expired_corrupt_record_and_reports_none_replaced(
+    redis_client: redis.Redis, redis_store: RedisCachePersistenceLayer
+) -> None:
+    """An expired hash with an unreadable status is taken over; no previous record comes back."""
+    redis_client.hset("bad#6", mapping={"status": "SECRET", "expiration": "1"})
+    record = IdempotencyRecord("bad#6", Status.IN_PROGRESS, expiry_timestamp=10**10, owner="o")
+
+    outcome = redis_store.claim(record, now_ms=10_000, lease_cutoff_ms=10_000)
+
+    assert (True, None) == outcome
+    assert record == redis_store.get("bad#6")
+
+
+def test_get_many_leaves_out_corrupt_records(
+    redis_client: redis.Redis, redis_store: RedisCachePersistenceLayer
+) -> None:
+    """A hash off the format is missing from the batch read (the per-key path meets it)."""
+    redis_client.hset("bad#7", mapping={"status": "SECRET"})
+    good = IdempotencyRecord("good#7", Status.COMPLETED, expiry_timestamp=10**10, owner="o")
+    redis_store.claim(good, now_ms=0, lease_cutoff_ms=0)
+
+    assert {"good#7": good} == redis_store.get_many(["bad#7", "good#7"])
 
 
 def test_redis_py_is_imported_only_when_a_client_is_built() -> None:
