@@ -195,9 +195,7 @@ class RedisCachePersistenceLayer:
     def with_record_format(self, record_format: str) -> RedisCachePersistenceLayer:
         """Return this store on the same client, keeping records in `record_format`.
 
-        `"powertools"` is Powertools' layout (`JsonSchema`): taking over an expired or abandoned
-        record there first takes Powertools' orphan lock, as Powertools does (two more round
-        trips).
+        `"powertools"` is Powertools' layout, `JsonSchema`.
 
         Raises:
             IdempotencyConfigError: An unknown format.
@@ -213,7 +211,12 @@ class RedisCachePersistenceLayer:
     def claim(
         self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int
     ) -> ClaimOutcome:
-        """See `PersistenceStore.claim`: one script, whose reply carries the record it replaced."""
+        """See `PersistenceStore.claim`: one script, whose reply carries the record it replaced.
+
+        In Powertools' layout, taking over an expired or abandoned record first takes Powertools'
+        orphan lock `{key}:lock` (two more round trips); while another caller holds it, the claim
+        fails and reports that caller's claim, live until the lock ends.
+        """
         schema, key = self._schema, record.idempotency_key
         window = [str(now_ms // 1000), str(lease_cutoff_ms), self._ttl_ms(record, now_ms)]
         names = [schema.expiry_attr, schema.status_attr, schema.in_progress_expiry_attr]
