@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_KINDS = {"S": "a string (S)", "N": "an integer (N)"}
+
 #: Fragments of DynamoDB's ValidationException messages that mean a key does not fit the table.
 _KEY_SCHEMA_MESSAGES = (
     "missing the key",
@@ -138,30 +140,30 @@ def _required_string(item: ReadItem, name: str) -> str:
     return text
 
 
-def _string(item: ReadItem, name: str) -> str | None:
+def _string(item: ReadItem, name: str, kind: str = "S") -> str | None:
+    """Return the text of attribute ``name`` (an S, or the digits of an N); None when absent."""
     value = item.get(name)
     if value is None:
         return None
-    text = value.get("S")
+    text = value.get(kind)
     if not isinstance(text, str):
         raise IdempotencyCorruptRecordError(
-            f"idempotency item attribute '{name}' is not a string (S)"
+            f"idempotency item attribute '{name}' is not {_KINDS[kind]}"
         )
     return text
 
 
 def _integer(item: ReadItem, name: str) -> int | None:
-    value = item.get(name)
-    if value is None:
+    text = _string(item, name, "N")
+    if text is None:
         return None
-    text = value.get("N")
     try:
-        number = Decimal(text) if isinstance(text, str) else None
+        number: Decimal | None = Decimal(text)
     except InvalidOperation:
         number = None
     if number is None or not number.is_finite() or number != number.to_integral_value():
         raise IdempotencyCorruptRecordError(
-            f"idempotency item attribute '{name}' is not an integer (N)"
+            f"idempotency item attribute '{name}' is not {_KINDS['N']}"
         )
     return int(number)
 

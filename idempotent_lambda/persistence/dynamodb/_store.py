@@ -55,10 +55,9 @@ BATCH_GET_ATTEMPTS, BATCH_GET_BACKOFF_S = 4, 0.05
 class DynamoDBPersistenceLayer(OperatorMethods):
     """Keep idempotency records in a DynamoDB table, one item per key.
 
-    Each operation is one request; the item format, IAM, large results and transactions are in
-    the docs (the record format, Running in production). Every botocore error becomes an
-    `IdempotencyPersistenceLayerError`; a table keyed differently from ``key_attr`` and
-    ``sort_key_attr`` raises `IdempotencyKeySchemaError` on first use.
+    Each operation is one request. The guides describe the rest: the item format, the client,
+    errors and IAM (Getting started, "The DynamoDB store"), transactions and large results
+    (Running in production).
 
     Args:
         table_name: The table (a name or an ARN).
