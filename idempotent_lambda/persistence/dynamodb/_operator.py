@@ -1,7 +1,7 @@
 """What an operator does to an idempotency table: read, delete and release records; create it.
 
-These serve `idempotent_lambda.cli`, tests and local runs, never an invocation's path: their
-requests (``Scan``, ``Query``, ``CreateTable``...) are not granted to the functions.
+They serve `idempotent_lambda.cli`, tests and local runs, never an invocation's path (the
+functions are not granted ``Scan``, ``Query`` or ``CreateTable``).
 """
 
 from __future__ import annotations

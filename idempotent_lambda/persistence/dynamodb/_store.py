@@ -148,11 +148,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
 
     @property
     def client(self) -> DynamoDBClient:
-        """The ``dynamodb`` client, built on first use.
-
-        Assigning it replaces the client for every later request: Powertools' documented way to
-        point a test at DynamoDB Local or a stub (``persistence_layer.client = stub``).
-        """
+        """The ``dynamodb`` client, built on first use; assigning one (a stub) replaces it."""
         return self._get_client()
 
     @client.setter
