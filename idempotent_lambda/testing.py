@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
-from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
+from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 
 __all__ = [
     "FakeLambdaContext",

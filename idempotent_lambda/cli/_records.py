@@ -1,7 +1,7 @@
 """The table commands: ``records list|get|delete|release-stuck`` and ``create-table``.
 
 They work through `DynamoDBPersistenceLayer`'s operator methods (``scan``, ``get``, ``delete``,
-``release_if_stuck``), and ``create-table`` through `persistence._dynamodb_table`: no command
+``release_if_stuck``), and ``create-table`` through `persistence.dynamodb._operator`: no command
 sends a request of its own, so the conditions and the item format exist once, in persistence.
 """
 
@@ -18,11 +18,11 @@ from idempotent_lambda.cli import _views
 from idempotent_lambda.cli._connection import client_from, store_from
 from idempotent_lambda.cli._terminal import confirm, escape_text
 from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
-from idempotent_lambda.persistence._dynamodb_table import (
+from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
+from idempotent_lambda.persistence.dynamodb._operator import (
     create_idempotency_table,
     describe_idempotency_table,
 )
-from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 #: What ``records delete`` cannot reach: results cached in the memory of warm instances.

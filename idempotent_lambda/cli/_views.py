@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from idempotent_lambda._result_codec import decode_result, unstorable_reason
-from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
-from idempotent_lambda.persistence._s3_offload import is_reference, parse_reference
+from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.persistence.dynamodb._s3 import is_reference, parse_reference
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 _UTC = datetime.timezone.utc
@@ -123,7 +123,7 @@ def offload_reference(data: str) -> dict[str, Any] | None:
         return None
     try:
         bucket, key, sha256, size = parse_reference(data)
-    except CorruptItemError:
+    except IdempotencyCorruptRecordError:
         return {"malformed": True}
     return {"bucket": bucket, "key": key, "size": size, "sha256": sha256}
 

@@ -142,9 +142,9 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     Left out: the operator tools' modules (table creation, the CLI's scans and deletes), which
     run with an operator's credentials, never in a function; and the Redis client adapter.
     """
-    not_dynamodb_runtime = {"_dynamodb_table.py", "_dynamodb_operator.py", "_redis_client.py"}
+    not_dynamodb_runtime = {"_operator.py", "_redis_client.py"}
     called: set[str] = set()
-    for path in (ROOT / "idempotent_lambda" / "persistence").glob("*.py"):
+    for path in (ROOT / "idempotent_lambda" / "persistence").rglob("*.py"):
         if path.name in not_dynamodb_runtime:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -294,7 +294,7 @@ def test_outputs_name_the_large_results_bucket(template: dict[str, Any]) -> None
 
 def test_the_store_prefix_is_the_one_the_template_names() -> None:
     """IAM and the lifecycle rule name ``idempotency/``: the store's default prefix."""
-    from idempotent_lambda.persistence._s3_offload import DEFAULT_PREFIX
+    from idempotent_lambda.persistence.dynamodb._s3 import DEFAULT_PREFIX
 
     assert LARGE_RESULT_PREFIX == DEFAULT_PREFIX
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
+from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 from tests.integration._redis_server import (  # noqa: F401 - fixtures
     redis_client,
     redis_cluster_port,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyRecord, Status
-from idempotent_lambda.persistence._dynamodb_operator import DeleteOutcome
+from idempotent_lambda.persistence.dynamodb._operator import DeleteOutcome
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -22,14 +22,14 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
 )
 from idempotent_lambda.persistence import _aws
-from idempotent_lambda.persistence._dynamodb_item import ItemSchema
-from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
 from idempotent_lambda.persistence.base import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_STORED_DATA_BYTES,
     ClaimOutcome,
 )
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
+from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
+from idempotent_lambda.persistence.dynamodb._schema import ItemSchema
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:

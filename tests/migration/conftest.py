@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from idempotent_lambda.persistence._dynamodb_table import create_idempotency_table
+from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 
 TableFactory = Callable[..., str]
 _HERE = Path(__file__).parent

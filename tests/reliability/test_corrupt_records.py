@@ -193,7 +193,7 @@ def test_corrupt_item_gives_a_typed_error_or_is_treated_as_absent(
 
     kind, value = outcome_of(lambda: handler(EVENT, FakeLambdaContext(10_000, clock=store.clock)))
     if isinstance(value, IdempotencyPersistenceLayerError):
-        kind = "IdempotencyPersistenceLayerError"  # CorruptItemError is one
+        kind = "IdempotencyPersistenceLayerError"  # IdempotencyCorruptRecordError is one
 
     assert expected == kind
     assert kind == "result" or isinstance(value, IdempotencyError)

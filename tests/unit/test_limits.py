@@ -19,8 +19,8 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._limits import DecompressionLimitError, bounded_gunzip, bounded_inflate
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
-from idempotent_lambda.persistence._s3_offload import LargeResults, account_of
 from idempotent_lambda.persistence.base import decode_stored_data
+from idempotent_lambda.persistence.dynamodb._s3 import LargeResults, account_of
 
 BOMB = b"\0" * 30_000_000  # 30 MB of zeros: about 30 KB compressed
 

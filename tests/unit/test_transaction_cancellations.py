@@ -23,7 +23,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyTransactionConflictError,
     IdempotencyTransactionError,
 )
-from idempotent_lambda.persistence import _dynamodb_transaction
+from idempotent_lambda.persistence.dynamodb import _transaction
 
 BUSINESS = {"Put": {"TableName": "orders", "Item": {"pk": {"S": "o1"}}}}
 RECORD = IdempotencyRecord(
@@ -38,7 +38,7 @@ RECORD = IdempotencyRecord(
 @pytest.fixture
 def stubbed(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[DynamoDBPersistenceLayer, Stubber]]:
     """Yield a store on a stubbed client, with no pause between transaction attempts."""
-    monkeypatch.setattr(_dynamodb_transaction, "BACKOFF_S", (0.0, 0.0))
+    monkeypatch.setattr(_transaction, "BACKOFF_S", (0.0, 0.0))
     client = boto3.session.Session().client(
         "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )

@@ -1,21 +1,9 @@
 """Results too large for an item, kept in S3: the object first, then the record pointing at it.
 
-Stored format. Instead of the result, the record's ``data`` attribute (S) holds a reference::
-
-    {"$s3":{"bucket":"my-bucket","key":"idempotency/<quoted idempotency key>/<owner token>",
-            "sha256":"<hex digest of the object>","size":<object bytes>,"encoding":"zlib"}}
-
-The object holds the result's stored text (see `idempotent_lambda._result_codec`), UTF-8 encoded
-and zlib-compressed: the same bytes the ``B`` form of ``data`` would hold. No stored result text
-starts with ``{"$s3"`` (the codec wraps user dicts whose keys start with ``$``), so a reference is
-never mistaken for a result. Each completion writes its own object (the key ends with the
-owner token), so an invocation that lost its lease never overwrites the object of the one that
-took over; objects whose record never completed are left to the bucket's lifecycle rule.
-
-Reading follows a reference only into the configured bucket, under the configured prefix, and
-verifies size and checksum: a reference elsewhere, or a missing, truncated or altered object, is
-an `IdempotencyPersistenceLayerError`, never a wrong result (so a tampered record cannot make the
-function read another bucket). Requests send ``ExpectedBucketOwner`` when the owner is known.
+The record's ``data`` holds a reference (``{"$s3": {...}}``, see docs/production.md, "Large
+results") to an object of the result's zlib-compressed text, one object per completion. A
+reference is followed only into the configured bucket and prefix, and the object's size and
+SHA-256 are checked: a tampered record or object is an error, never a wrong result.
 """
 
 from __future__ import annotations
@@ -30,10 +18,10 @@ from urllib.parse import quote
 from idempotent_lambda._limits import bounded_inflate
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
+    IdempotencyCorruptRecordError,
     IdempotencyPersistenceLayerError,
 )
 from idempotent_lambda.persistence._aws import S3_DEFAULTS, LazyClient, translate_errors
-from idempotent_lambda.persistence._dynamodb_item import CorruptItemError
 from idempotent_lambda.persistence.protocol import MAX_STORED_DATA_BYTES, encode_stored_data
 
 if TYPE_CHECKING:
@@ -43,10 +31,14 @@ if TYPE_CHECKING:
 REFERENCE_TAG = "$s3"
 _REFERENCE_START = '{"' + REFERENCE_TAG + '"'
 DEFAULT_PREFIX = "idempotency/"
+_MALFORMED = "idempotency item holds a malformed S3 reference"
 
 
 def is_reference(text: str) -> bool:
-    """Tell whether stored text is an S3 reference rather than a result."""
+    """Tell whether stored text is an S3 reference rather than a result.
+
+    No result's stored text starts like a reference: the codec wraps user keys that start with $.
+    """
     return text.startswith(_REFERENCE_START)
 
 
@@ -159,6 +151,7 @@ class LargeResults:
             ) from exc
 
     def _put(self, bucket: str, idempotency_key: str, owner: str | None, body: bytes) -> str:
+        # One object per completion: an invocation that lost its lease never overwrites another's.
         key = f"{self.prefix}{quote(idempotency_key, safe='.-_~')}/{owner or 'unowned'}"
         digest = hashlib.sha256(body)
         with translate_errors("S3", "PutObject"):
@@ -202,15 +195,15 @@ def parse_reference(text: str) -> tuple[str, str, str, int]:
     """Return the ``(bucket, key, sha256, size)`` of a reference's object.
 
     Raises:
-        CorruptItemError: ``text`` is not a well-formed reference.
+        IdempotencyCorruptRecordError: ``text`` is not a well-formed reference.
     """
     try:
         reference = json.loads(text)[REFERENCE_TAG]
         bucket, key, sha256, size = (reference[n] for n in ("bucket", "key", "sha256", "size"))
         encoding = reference.get("encoding", "zlib")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptItemError("idempotency item holds a malformed S3 reference") from exc
+        raise IdempotencyCorruptRecordError(_MALFORMED) from exc
     valid = all(isinstance(v, str) and v for v in (bucket, key, sha256)) and encoding == "zlib"
     if not valid or isinstance(size, bool) or not isinstance(size, int):
-        raise CorruptItemError("idempotency item holds a malformed S3 reference")
+        raise IdempotencyCorruptRecordError(_MALFORMED)
     return bucket, key, sha256, size

@@ -1,0 +1,305 @@
+"""What an operator does to an idempotency table: read, delete and release records; create it.
+
+They serve `idempotent_lambda.cli`, tests and local runs, never an invocation's path (the
+functions are not granted ``Scan``, ``Query`` or ``CreateTable``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.record import IdempotencyRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import AttributeDefinitionTypeDef, KeySchemaElementTypeDef
+
+    from idempotent_lambda.persistence.dynamodb._schema import ItemSchema
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    """One page of a table read.
+
+    Attributes:
+        records: The records on the page whose key matched.
+        scanned: Items the page read (DynamoDB's ``ScannedCount``).
+        skipped: Items on the page that are not idempotency records.
+    """
+
+    records: tuple[IdempotencyRecord, ...]
+    scanned: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """What a conditional delete did.
+
+    Attributes:
+        deleted: True when the record was deleted.
+        record: The deleted record; or, when ``deleted`` is False, the record that was kept
+            (a live IN_PROGRESS claim), None when there was no record.
+    """
+
+    deleted: bool
+    record: IdempotencyRecord | None
+
+
+class OperatorMethods:
+    """The operator methods of `DynamoDBPersistenceLayer`, which supplies the table and client."""
+
+    if TYPE_CHECKING:
+        table_name: str
+        _schema: ItemSchema
+
+        def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
+
+        def get(
+            self, idempotency_key: str, *, fetch_large_result: bool = True
+        ) -> IdempotencyRecord | None: ...
+
+    def scan(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> Iterator[ScanPage]:
+        """Read the records whose key starts with ``prefix``, page by page, without results.
+
+        A simple-key table is scanned; in composite-key mode only the store's partition is
+        queried. Items that are not records are counted per page (``skipped``), not returned.
+        """
+        arguments = self._scan_arguments(prefix, page_size)
+        composite = self._schema.sort_key_attr is not None
+        while True:
+            with self._request("Query" if composite else "Scan") as client:
+                response = (client.query if composite else client.scan)(**arguments)
+            items = response.get("Items", [])
+            records = []
+            for item in items:
+                try:
+                    records.append(self._schema.from_item(item))
+                except IdempotencyCorruptRecordError:
+                    continue
+            skipped = len(items) - len(records)
+            yield ScanPage(tuple(records), response.get("ScannedCount", len(items)), skipped)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            arguments["ExclusiveStartKey"] = last
+
+    def delete(self, idempotency_key: str, *, live_cutoff_ms: int | None = None) -> DeleteOutcome:
+        """Delete the record of ``idempotency_key``, whatever its owner, so the key runs again.
+
+        Args:
+            idempotency_key: The full key.
+            live_cutoff_ms: Keep an IN_PROGRESS record whose lease (or, without one, whose
+                expiration) ends at or after this: it may still be running. None: delete it.
+
+        Returns:
+            Whether it was deleted, and the deleted record or the one kept (None: no record).
+            An offloaded result stays a reference; its S3 object is left to the lifecycle rule.
+        """
+        schema = self._schema
+        with self._request("DeleteItem") as client:
+            try:
+                response = client.delete_item(
+                    TableName=self.table_name,
+                    Key=schema.key(idempotency_key),
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **self._delete_condition(live_cutoff_ms),
+                )
+            except client.exceptions.ConditionalCheckFailedException as exc:
+                kept = cast("Mapping[str, Any]", exc.response).get("Item")
+                if kept is not None:
+                    return DeleteOutcome(False, schema.from_item(kept))
+            else:
+                return DeleteOutcome(True, schema.from_item(response.get("Attributes", {})))
+        # The endpoint did not send the kept item back: read it.
+        return DeleteOutcome(False, self.get(idempotency_key, fetch_large_result=False))
+
+    def release_if_stuck(self, seen: IdempotencyRecord, *, cutoff_ms: int) -> bool:
+        """Delete ``seen`` if it is still the same IN_PROGRESS claim, with a lease that ended.
+
+        Fenced on ``seen``'s owner and on its lease ending before ``cutoff_ms`` (without a lease
+        end: its expiration), so an owner that claimed the key since ``seen`` was read is never
+        touched.
+
+        Returns:
+            False when the record changed since it was read, or its lease is live.
+        """
+        condition = self._schema.owned_by(seen.owner)
+        names = {
+            **condition["ExpressionAttributeNames"],
+            "#lease": self._schema.in_progress_expiry_attr,
+        }
+        values = dict(condition["ExpressionAttributeValues"])
+        if seen.in_progress_expiry_timestamp is not None:
+            values[":cutoff_ms"] = {"N": str(cutoff_ms)}
+            lease = "#lease < :cutoff_ms"
+        else:
+            names["#expiry"] = self._schema.expiry_attr
+            values[":cutoff_s"] = {"N": str(cutoff_ms // 1000)}
+            lease = "attribute_not_exists(#lease) AND #expiry < :cutoff_s"
+        with self._request("DeleteItem") as client:
+            try:
+                client.delete_item(
+                    TableName=self.table_name,
+                    Key=self._schema.key(seen.idempotency_key),
+                    ConditionExpression=f"{condition['ConditionExpression']} AND {lease}",
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                return False
+        return True
+
+    def _scan_arguments(self, prefix: str | None, page_size: int | None) -> dict[str, Any]:
+        """Return the first ``Scan`` (simple key) or ``Query`` (composite key) of a read."""
+        schema = self._schema
+        attributes = [
+            schema.key_attr,
+            *([schema.sort_key_attr] if schema.sort_key_attr else []),
+            schema.status_attr,
+            schema.expiry_attr,
+            schema.in_progress_expiry_attr,
+            schema.validation_key_attr,
+            schema.owner_attr,
+        ]
+        names = {f"#a{i}": name for i, name in enumerate(attributes)}
+        values: dict[str, Any] = {}
+        request: dict[str, Any] = {"TableName": self.table_name}
+        request["ProjectionExpression"] = ", ".join(names)
+        if page_size:
+            request["Limit"] = page_size
+        prefix_condition = "begins_with(#key, :prefix)"
+        if prefix:
+            names["#key"] = schema.idempotency_key_attr
+            values[":prefix"] = {"S": prefix}
+        if schema.sort_key_attr:
+            names["#pk"] = schema.key_attr
+            values[":pk"] = {"S": schema.static_pk_value}
+            request["KeyConditionExpression"] = "#pk = :pk" + (
+                f" AND {prefix_condition}" if prefix else ""
+            )
+        elif prefix:
+            request["FilterExpression"] = prefix_condition
+        request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        return request
+
+    def _delete_condition(self, live_cutoff_ms: int | None) -> dict[str, Any]:
+        """Return the condition of `delete`: the record exists (and, with a cutoff, is not live)."""
+        schema = self._schema
+        names = {"#key": schema.idempotency_key_attr}
+        condition = "attribute_exists(#key)"
+        if live_cutoff_ms is None:
+            return {"ConditionExpression": condition, "ExpressionAttributeNames": names}
+        names |= {
+            "#status": schema.status_attr,
+            "#lease": schema.in_progress_expiry_attr,
+            "#expiry": schema.expiry_attr,
+        }
+        return {
+            "ConditionExpression": condition
+            + " AND (#status <> :in_progress OR #lease < :cutoff_ms"
+            " OR (attribute_not_exists(#lease) AND #expiry < :cutoff_s))",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {
+                ":in_progress": {"S": schema.in_progress_value},
+                ":cutoff_ms": {"N": str(live_cutoff_ms)},
+                ":cutoff_s": {"N": str(live_cutoff_ms // 1000)},
+            },
+        }
+
+
+def create_idempotency_table(
+    client: DynamoDBClient | None = None,
+    *,
+    table_name: str,
+    endpoint_url: str | None = None,
+    region_name: str = "us-east-1",
+    key_attr: str = "id",
+    sort_key_attr: str | None = None,
+    expiry_attr: str = "expiration",
+    wait: bool = True,
+) -> None:
+    """Create an on-demand table laid out for `DynamoDBPersistenceLayer`, with TTL on expiry.
+
+    Safe to call again: an existing table is left as it is (its key schema is not checked).
+    Enabling TTL is best effort, since some local endpoints do not support it and the library
+    checks expiry in code anyway; a failure there is logged, not raised.
+
+    Args:
+        client: A ``dynamodb`` client; by default one is built for ``endpoint_url`` and
+            ``region_name`` (``AWS_ENDPOINT_URL_DYNAMODB`` applies when ``endpoint_url`` is None).
+        table_name: Name of the table.
+        endpoint_url: Endpoint of a local DynamoDB-compatible server, when building the client.
+        region_name: Region, when building the client.
+        key_attr: Partition key attribute (type S); must match the store's ``key_attr``.
+        sort_key_attr: Sort key attribute (type S), for the store's composite-key mode.
+        expiry_attr: The store's ``expiry_attr``, made the table's TTL attribute.
+        wait: Block until the table is ACTIVE.
+
+    Raises:
+        botocore.exceptions.ClientError: The table could not be created.
+    """
+    if client is None:
+        import boto3
+
+        client = boto3.client("dynamodb", endpoint_url=endpoint_url, region_name=region_name)
+    key_schema: list[KeySchemaElementTypeDef] = [{"AttributeName": key_attr, "KeyType": "HASH"}]
+    attributes: list[AttributeDefinitionTypeDef] = [
+        {"AttributeName": key_attr, "AttributeType": "S"}
+    ]
+    if sort_key_attr is not None:
+        key_schema.append({"AttributeName": sort_key_attr, "KeyType": "RANGE"})
+        attributes.append({"AttributeName": sort_key_attr, "AttributeType": "S"})
+    try:
+        client.create_table(
+            TableName=table_name,
+            KeySchema=key_schema,
+            AttributeDefinitions=attributes,
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except client.exceptions.ResourceInUseException:
+        logger.debug("table %s already exists", table_name)
+    if wait:
+        client.get_waiter("table_exists").wait(
+            TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+        )
+    try:
+        client.update_time_to_live(
+            TableName=table_name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": expiry_attr},
+        )
+    except client.exceptions.ClientError as exc:
+        error = exc.response.get("Error", {})
+        if "already enabled" not in error.get("Message", "").lower():
+            code = error.get("Code", "unknown")
+            logger.warning("could not enable TTL on %s.%s: %s", table_name, expiry_attr, code)
+
+
+def describe_idempotency_table(client: DynamoDBClient, table_name: str) -> dict[str, str | None]:
+    """Return the table's actual layout: status, partition and sort key, TTL attribute and status.
+
+    Raises:
+        botocore.exceptions.ClientError: The table cannot be described (e.g. it does not exist).
+    """
+    description = client.describe_table(TableName=table_name)["Table"]
+    keys = {k["KeyType"]: k["AttributeName"] for k in description.get("KeySchema", [])}
+    ttl = client.describe_time_to_live(TableName=table_name).get("TimeToLiveDescription", {})
+    return {
+        "status": description.get("TableStatus"),
+        "partition_key": keys.get("HASH"),
+        "sort_key": keys.get("RANGE"),
+        "ttl_attribute": ttl.get("AttributeName"),
+        "ttl_status": ttl.get("TimeToLiveStatus"),
+    }
