@@ -20,7 +20,7 @@ from botocore.exceptions import (
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer, idempotent
 from idempotent_lambda.cli import main
 from idempotent_lambda.cli._main import explain
-from idempotent_lambda.cli._views import iso, jsonable, relative, table
+from idempotent_lambda.cli._output import iso, jsonable, layout, relative, render
 from tests.unit._doubles import Decisions, SpyStore
 
 
@@ -215,10 +215,10 @@ def test_unexpected_errors_are_one_line_unless_debug(
 ) -> None:
     """A bug shows as one line; --debug shows the traceback instead."""
 
-    def broken(args: Any) -> int:
+    def broken(args: Any, screen: Any) -> int:
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr("idempotent_lambda.cli._key.compute_key", broken)
+    monkeypatch.setattr("idempotent_lambda.cli._main.compute_key", broken)
     run = cli("key", "--prefix", "p", write_event(tmp_path, {}))
     assert 2 == run.code
     assert ["idempotent-lambda: error: unexpected ZeroDivisionError: oops (run with --debug "
@@ -276,4 +276,7 @@ def test_formatting_helpers() -> None:
     }
     expected = {"d": "1.10", "x": 0.1, "n": 7, "b": "base64:AA==", "(1, 2)": [3]}
     assert expected == jsonable(value)
-    assert "A    BB\nccc  d" == table(["A", "BB"], [["ccc", "d"]])
+    widths = layout(["A", "BB"], [["ccc", "d"]], width=None)
+    assert "A    BB\nccc  d" == "\n".join(
+        render(line, widths, clip=False) for line in (["A", "BB"], ["ccc", "d"])
+    )
