@@ -146,6 +146,16 @@ def test_list_json_and_filters(
     assert 2 == len(keys("--limit", "2"))
 
 
+def test_json_is_one_record_per_line(
+    cli: Any, on_table: list[str], seeded: dict[str, IdempotencyRecord]
+) -> None:
+    """--json writes JSON Lines: each line of stdout is one record, whole."""
+    run = cli("records", "list", "--json", *on_table)
+    lines = run.out.splitlines()
+    assert 4 == len(lines)
+    assert {r.idempotency_key for r in seeded.values()} == {json.loads(x)["key"] for x in lines}
+
+
 def test_table_defaults_to_the_functions_environment_variable(
     cli: Any,
     dynamodb_endpoint: str,
@@ -166,6 +176,7 @@ def test_long_scans_page_and_show_progress(
     run = cli("records", "list", "--json", "--page-size", "1", *on_table)
     assert 4 == len(run.lines())
     assert "scanned 4 items in" in run.err
+    assert "scanning:" not in run.err  # the progress line is for a terminal only
 
     quiet = cli("records", "list", "--quiet", "--page-size", "1", *on_table)
     assert "" == quiet.err
