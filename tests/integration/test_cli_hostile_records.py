@@ -11,16 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda import DynamoDBPersistenceLayer
 from idempotent_lambda._clock import SYSTEM_CLOCK
-from tests.integration.test_cli_operator import (  # noqa: F401 - fixtures
-    SECRET,
-    cli,
-    on_table,
-    seed,
-)
+from tests.integration import test_cli_operator
+from tests.integration.test_cli_operator import SECRET, seed
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
+cli = test_cli_operator.cli
+on_table = test_cli_operator.on_table
 #: A key with a terminal title escape, a CSI (C1), DEL, and bidi controls.
 HOSTILE = "orders#\x1b]0;pwned\x07\x9b31m\x7f\u202eevil\u2066x\u2069"
 RAW = ("\x1b", "\x07", "\x9b", "\x7f", "\u202e", "\u2066", "\u2069")
@@ -85,9 +83,9 @@ def test_get_of_a_huge_decimal_finishes_at_once(
     """A stored Decimal("1E+999999999") is shown as its text instead of being expanded."""
     seed(dynamodb_store, "orders#huge", result='{"$decimal":"1E+999999999"}')
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    argv = ["records", "get", "--json", "--data", *on_table, "orders#huge"]
     done = subprocess.run(
-        [sys.executable, "-m", "idempotent_lambda", "records", "get", "--json", "--data"]
-        + [*on_table, "orders#huge"],
+        [sys.executable, "-m", "idempotent_lambda", *argv],
         capture_output=True,
         text=True,
         env=env,

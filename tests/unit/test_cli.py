@@ -297,7 +297,8 @@ def test_tables_fit_a_width_by_cutting_the_widest_column() -> None:
     widths = layout(headers, rows, width=30)
     line = render(rows[0], widths, clip=True)
     assert (30, 30) == (sum(widths) + 2, len(line))
-    assert line.startswith("orders#aaa") and line.endswith("…  COMPLETED")
+    assert line.startswith("orders#aaa")
+    assert line.endswith("…  COMPLETED")
     assert render(rows[0], widths, clip=False).startswith(rows[0][0])
 
 
@@ -306,5 +307,6 @@ def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
     hostile = "a\x1b[2J\n\x9b\x7f\u202e\u2066\u200f\u2028é"
     assert "a\\x1b[2J\\x0a\\x9b\\x7f\\u202e\\u2066\\u200f\\u2028é" == escape_text(hostile)
     encoded = to_json({"k": hostile})
-    assert encoded.isprintable() and "é" in encoded
+    assert encoded.isprintable()
+    assert "é" in encoded
     assert {"k": hostile} == json.loads(encoded)
