@@ -216,8 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
     group = commands.add_parser("records", help="list, show, delete or release records")
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    listing = _leaf(
-        actions, "list", _records.list_records, "List records (never results).", table=True
+    listing, get, delete, release = (
+        _leaf(actions, name, run, text, table=True)
+        for name, run, text in (
+            ("list", _records.list_records, "List records (never results)."),
+            ("get", _records.get_record, "Show one record; its result with --data."),
+            ("delete", _records.delete_record, "Delete one record, so its key runs again."),
+            (
+                "release-stuck",
+                _records.release_stuck,
+                "Delete IN_PROGRESS records whose lease has passed (dry run unless --yes).",
+            ),
+        )
     )
     _add_scan_options(listing)
     listing.add_argument(
@@ -231,20 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--limit", type=_positive, metavar="N", help="stop after N records")
 
-    get = _leaf(
-        actions, "get", _records.get_record, "Show one record; its result with --data.", table=True
-    )
     get.add_argument("key", metavar="KEY", help="the full key, e.g. 'orders#3a7bd3...'")
     get.add_argument("--data", action="store_true", help="show the stored result (user data)")
     get.add_argument("--no-data", action="store_true", help=argparse.SUPPRESS)  # the old default
 
-    delete = _leaf(
-        actions,
-        "delete",
-        _records.delete_record,
-        "Delete one record, so the next request with its key runs again.",
-        table=True,
-    )
     delete.add_argument("key", metavar="KEY", help="the full key")
     delete.add_argument(
         "--force", action="store_true", help="delete even an IN_PROGRESS record with a live lease"
@@ -253,13 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="with --force: do not ask for confirmation"
     )
 
-    release = _leaf(
-        actions,
-        "release-stuck",
-        _records.release_stuck,
-        "Delete IN_PROGRESS records whose lease has passed (dry run unless --yes).",
-        table=True,
-    )
     _add_scan_options(release)
     release.add_argument("--yes", action="store_true", help="really delete them")
 

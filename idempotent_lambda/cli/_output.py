@@ -148,20 +148,13 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
     A timestamp past any calendar date makes the view `invalid`, with no times.
     """
     expiry_ms = None if record.expiry_timestamp is None else record.expiry_timestamp * 1000
-    lease_ms = record.in_progress_expiry_timestamp
     in_progress = record.status is Status.IN_PROGRESS
-    times: dict[str, Any] = dict.fromkeys(
-        ("expires_at", "expires_in_seconds", "lease_ends_at", "lease_remaining_seconds")
-    )
+    lease_ms = record.in_progress_expiry_timestamp if in_progress else None
     invalid = None
     try:
-        times["expires_at"] = iso(expiry_ms, seconds_only=True)
-        times["expires_in_seconds"] = None if expiry_ms is None else (expiry_ms - now_ms) // 1000
-        if in_progress and lease_ms is not None:
-            times["lease_ends_at"] = iso(lease_ms)
-            times["lease_remaining_seconds"] = round((lease_ms - now_ms) / 1000, 3)
+        expires_at, lease_ends_at = iso(expiry_ms, seconds_only=True), iso(lease_ms)
     except (ValueError, OverflowError, OSError):
-        times = dict.fromkeys(times)
+        expiry_ms = lease_ms = expires_at = lease_ends_at = None
         invalid = "a timestamp is out of range"
     return {
         "key": record.idempotency_key,
@@ -169,7 +162,12 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
         "stored_status": record.status.value,
         "stuck": is_stuck(record, cutoff_ms),
         "invalid": invalid,
-        **times,
+        "expires_at": expires_at,
+        "expires_in_seconds": None if expiry_ms is None else (expiry_ms - now_ms) // 1000,
+        "lease_ends_at": lease_ends_at,
+        "lease_remaining_seconds": None
+        if lease_ms is None
+        else round((lease_ms - now_ms) / 1000, 3),
         "owner": record.owner,
         "validation_hash": record.payload_hash,
     }
