@@ -1,27 +1,27 @@
-"""Entry point: the parser, the dispatch, and the one error boundary of the CLI.
+"""The parser, the `key` command, and the one error boundary of the CLI.
 
-Each leaf command stores the function that runs it (``set_defaults(run=...)``); `main` calls
-``args.run(args)`` and turns any failure into one line on stderr and an exit code.
+Each leaf command stores the function that runs it (`set_defaults(run=...)`); `main` calls
+`args.run(args, screen)` and turns any failure into one line on stderr and an exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from idempotent_lambda import __version__
-from idempotent_lambda.cli import _key, _records
-from idempotent_lambda.cli._connection import (
-    add_connection_options,
-    add_schema_options,
-    endpoint_of,
-)
-from idempotent_lambda.cli._views import ERROR, INTERRUPTED, CliError
+from idempotent_lambda._clock import SYSTEM_CLOCK
+from idempotent_lambda._identity import default_prefix, derive_invocation
+from idempotent_lambda.cli import _records
+from idempotent_lambda.cli._output import ERROR, INTERRUPTED, NOT_FOUND, OK, CliError, Screen
+from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
 
-Command = Callable[[argparse.Namespace], int]
+Command = Callable[[argparse.Namespace, Screen], int]
 
 _EPILOG = """\
 exit codes: 0 done, 1 nothing found, 2 error, 130 interrupted
@@ -49,35 +49,37 @@ _CREDENTIAL_CODES = frozenset(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``idempotent-lambda`` with ``argv`` (default: the process arguments).
+    """Run `idempotent-lambda` with `argv` (default: the process arguments).
 
     Returns:
-        The exit code: 0 done, 1 nothing found, 2 error, 130 interrupted. Usage errors print
-        argparse's message and return 2; ``--help`` returns 0.
+        The exit code: 0 done, 1 nothing found, 2 error (usage errors too), 130 interrupted.
     """
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else ERROR
+    screen = Screen(quiet=getattr(args, "quiet", False))
     try:
-        code: int = args.run(args)
+        code: int = args.run(args, screen)
     except KeyboardInterrupt:
-        _fail("interrupted")
+        _fail(screen, "interrupted")
         return INTERRUPTED
     except BrokenPipeError:  # e.g. `| head`: stop quietly, and keep Python from complaining
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ERROR
     except CliError as exc:
-        _fail(str(exc))
+        _fail(screen, str(exc))
         return exc.exit_code
     except Exception as exc:
         if args.debug:
             raise
-        message = explain(exc, table=getattr(args, "table", None), endpoint=endpoint_of(args))
-        if message is None:
-            message = f"unexpected {type(exc).__name__}: {exc} (run with --debug for details)"
-        _fail(message)
+        message = explain(
+            exc, table=getattr(args, "table", None), endpoint=_records.endpoint_of(args)
+        )
+        _fail(
+            screen,
+            message or f"unexpected {type(exc).__name__}: {exc} (run with --debug for details)",
+        )
         return ERROR
     return code
 
@@ -85,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def explain(exc: BaseException, *, table: str | None, endpoint: str | None) -> str | None:
     """Return a one-line explanation of a boto3/botocore or library error; None for others.
 
-    A store error that wraps a botocore one (its ``__cause__``) is explained by that cause.
+    A store error that wraps a botocore one (its `__cause__`) is explained by that cause.
     """
     from botocore import exceptions as bce
 
@@ -120,15 +122,85 @@ def explain(exc: BaseException, *, table: str | None, endpoint: str | None) -> s
     return None
 
 
-def _fail(message: str) -> None:
-    print(f"idempotent-lambda: error: {' '.join(message.split())}", file=sys.stderr)
+def _fail(screen: Screen, message: str) -> None:
+    screen.note(f"idempotent-lambda: error: {' '.join(message.split())}")
 
 
-# --- the parser -----------------------------------------------------------------------------
+# --- key -------------------------------------------------------------------------------------
+
+
+def compute_key(args: argparse.Namespace, screen: Screen) -> int:
+    """`key`: print the key (and validation hash) of an event, as the decorators compute it."""
+    config = IdempotencyConfig(
+        event_key_jmespath=args.jmespath,
+        payload_validation_jmespath=args.validation_jmespath,
+        hash_function=args.hash,
+    )
+    prefix = args.prefix or handler_prefix(args.handler, args.function_name)
+    invocation = derive_invocation(
+        config, _load(args.event), prefix=prefix, now_ms=SYSTEM_CLOCK.now_ms(), context=None
+    )
+    if invocation is None:
+        message = (
+            "the key expression finds nothing in this event: the function runs without "
+            "idempotency (or raises IdempotencyKeyError with raise_on_no_idempotency_key=True)"
+        )
+        if not args.json:
+            raise CliError(message, NOT_FOUND)
+        screen.json({"key": None, "validation_hash": None, "reason": message})
+        return NOT_FOUND
+    if args.json:
+        screen.json({"key": invocation.key, "validation_hash": invocation.payload_hash})
+    elif invocation.payload_hash is None:
+        screen.out(invocation.key)
+    else:
+        screen.out(f"key         {invocation.key}\nvalidation  {invocation.payload_hash}")
+    return OK
+
+
+def handler_prefix(handler: str, function_name: str | None) -> str:
+    """Return the default prefix of the function `MODULE:QUALNAME` in Lambda function `name`.
+
+    The function is not imported: `default_prefix` needs only its module and qualified name.
+    """
+    module, _, qualname = handler.partition(":")
+    if not module or not qualname:
+        raise CliError("--handler takes MODULE:QUALNAME, e.g. app:lambda_handler")
+
+    def stand_in() -> None: ...
+
+    stand_in.__module__ = module
+    stand_in.__qualname__ = qualname
+    variable = "AWS_LAMBDA_FUNCTION_NAME"
+    before = os.environ.get(variable)
+    if function_name is not None:
+        os.environ[variable] = function_name
+    try:
+        return default_prefix(stand_in)
+    finally:
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
+
+
+def _load(path: str) -> Any:
+    try:
+        if path == "-":
+            return json.load(sys.stdin)
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path} is not JSON: {exc}") from exc
+
+
+# --- the parser ------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the parser; each leaf command stores the function that runs it as ``run``.
+    """Return the parser; each leaf command stores the function that runs it as `run`.
 
     Commands are looked up on each build, so a test can replace one in its module.
     """
@@ -141,15 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-
     group = commands.add_parser("records", help="list, show, delete or release records")
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = _leaf(
-        actions,
-        "list",
-        _records.list_records,
-        "List records (keys, status, times; never results).",
-        table=True,
+
+    listing, get, delete, release = (
+        _leaf(actions, name, run, text, table=True)
+        for name, run, text in (
+            ("list", _records.list_records, "List records (never results)."),
+            ("get", _records.get_record, "Show one record; its result with --data."),
+            ("delete", _records.delete_record, "Delete one record, so its key runs again."),
+            (
+                "release-stuck",
+                _records.release_stuck,
+                "Delete IN_PROGRESS records whose lease has passed (dry run unless --yes).",
+            ),
+        )
     )
     _add_scan_options(listing)
     listing.add_argument(
@@ -162,22 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--stuck", action="store_true", help="only IN_PROGRESS records whose lease has passed"
     )
     listing.add_argument("--limit", type=_positive, metavar="N", help="stop after N records")
-    get = _leaf(
-        actions,
-        "get",
-        _records.get_record,
-        "Show one record, with its decoded result (or where S3 holds it).",
-        table=True,
-    )
+
     get.add_argument("key", metavar="KEY", help="the full key, e.g. 'orders#3a7bd3...'")
-    get.add_argument("--no-data", action="store_true", help="do not show the stored result")
-    delete = _leaf(
-        actions,
-        "delete",
-        _records.delete_record,
-        "Delete one record, so the next request with its key runs again.",
-        table=True,
-    )
+    get.add_argument("--data", action="store_true", help="show the stored result (user data)")
+    get.add_argument("--no-data", action="store_true", help=argparse.SUPPRESS)  # the old default
+
     delete.add_argument("key", metavar="KEY", help="the full key")
     delete.add_argument(
         "--force", action="store_true", help="delete even an IN_PROGRESS record with a live lease"
@@ -185,27 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument(
         "--yes", action="store_true", help="with --force: do not ask for confirmation"
     )
-    release = _leaf(
-        actions,
-        "release-stuck",
-        _records.release_stuck,
-        "Delete IN_PROGRESS records whose lease has passed (dry run unless --yes).",
-        table=True,
-    )
+
     _add_scan_options(release)
     release.add_argument("--yes", action="store_true", help="really delete them")
 
-    _add_key(
-        _leaf(commands, "key", _key.compute_key, "Print the idempotency key an event would get.")
-    )
+    _add_key(_leaf(commands, "key", compute_key, "Print the idempotency key an event gets."))
     create = _leaf(
         commands,
         "create-table",
         _records.create_table,
         "Create an on-demand idempotency table with TTL (for local development).",
     )
-    add_connection_options(create)
-    add_schema_options(create, names=("key_attr", "sort_key_attr", "expiry_attr"))
+    _add_connection_options(create)
+    _add_schema_options(create, names=("key_attr", "sort_key_attr", "expiry_attr"))
     create.add_argument("--no-wait", action="store_true", help="do not wait until ACTIVE")
     return parser
 
@@ -218,14 +277,49 @@ def _leaf(
     *,
     table: bool = False,
 ) -> argparse.ArgumentParser:
-    """Add the command ``name``, run by ``run``; table commands get the connection options."""
     parser = commands.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(run=run)
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--json", action="store_true", help="print JSON Lines for scripts")
     if table:
-        add_connection_options(parser)
-        add_schema_options(parser)
+        _add_connection_options(parser)
+        _add_schema_options(parser)
     return parser
+
+
+def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection")
+    table = os.environ.get("IDEMPOTENCY_TABLE") or None
+    group.add_argument(
+        "--table",
+        required=table is None,
+        default=table,
+        help="the idempotency table (default: IDEMPOTENCY_TABLE)",
+    )
+    group.add_argument(
+        "--endpoint-url",
+        help="a DynamoDB-compatible endpoint, e.g. http://localhost:8000 "
+        "(default: AWS_ENDPOINT_URL_DYNAMODB, else AWS)",
+    )
+    group.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION)")
+    group.add_argument("--profile", help="AWS profile to take credentials from")
+
+
+def _add_schema_options(parser: argparse.ArgumentParser, *, names: tuple[str, ...] = ()) -> None:
+    group = parser.add_argument_group(
+        "item layout", "match the DynamoDBPersistenceLayer arguments the functions use"
+    )
+    for name, default in _records.store_attribute_defaults().items():
+        if not names or name in names:
+            shown = "none" if default is None else default
+            group.add_argument(
+                "--" + name.replace("_", "-"), default=default, metavar="NAME", help=f"({shown})"
+            )
+    if not names:
+        group.add_argument(
+            "--static-pk-value",
+            metavar="VALUE",
+            help="partition value when --sort-key-attr is set (idempotency#<function name>)",
+        )
 
 
 def _add_scan_options(parser: argparse.ArgumentParser) -> None:

@@ -1,36 +1,101 @@
-"""The table commands: ``records list|get|delete|release-stuck`` and ``create-table``.
+"""The table commands: `records list|get|delete|release-stuck` and `create-table`.
 
-They work through `DynamoDBPersistenceLayer`'s operator methods (``scan``, ``get``, ``delete``,
-``release_if_stuck``), and ``create-table`` through `persistence.dynamodb._operator`: no command
-sends a request of its own, so the conditions and the item format exist once, in persistence.
+They work through the operator methods of `DynamoDBPersistenceLayer` (`scan`, `get`, `delete`,
+`release_if_stuck`): no command sends a request of its own, so the conditions and the item
+format exist once, in the store.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import inspect
+import os
+import time
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda.cli import _views
-from idempotent_lambda.cli._connection import client_from, store_from
-from idempotent_lambda.cli._terminal import confirm, escape_text
-from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
-from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
-from idempotent_lambda.persistence.dynamodb._operator import (
-    create_idempotency_table,
-    describe_idempotency_table,
+from idempotent_lambda.cli._output import (
+    NOT_FOUND,
+    OK,
+    CliError,
+    Rows,
+    Screen,
+    confirm,
+    detail,
+    escape_text,
+    is_stuck,
+    relative,
+    row,
+    view,
+    with_result,
 )
+from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer, _operator
 from idempotent_lambda.record import IdempotencyRecord, Status
 
-#: What ``records delete`` cannot reach: results cached in the memory of warm instances.
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+#: What `records delete` cannot reach: results cached in the memory of warm instances.
 LOCAL_CACHE_NOTE = (
     "note: functions with use_local_cache=True may replay this result from a warm instance's "
     "memory until that instance is recycled or the record's expiry passes"
 )
 LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
+
+
+# --- the table and its client ---------------------------------------------------------------
+
+
+def store_attribute_defaults() -> dict[str, str | None]:
+    """Return the attribute-name options of `DynamoDBPersistenceLayer` and their defaults."""
+    parameters = inspect.signature(DynamoDBPersistenceLayer).parameters.values()
+    return {p.name: p.default for p in parameters if p.name.endswith("_attr")}
+
+
+def store_from(args: argparse.Namespace) -> DynamoDBPersistenceLayer:
+    """Return the store the options describe, on a client built from them."""
+    if args.sort_key_attr and not args.static_pk_value:
+        raise CliError(
+            "--sort-key-attr needs --static-pk-value: the store's partition value, "
+            "'idempotency#<function name>' unless the functions set static_pk_value"
+        )
+    return DynamoDBPersistenceLayer(
+        args.table,
+        static_pk_value=args.static_pk_value or None,
+        boto3_client=client_from(args),
+        **{name: getattr(args, name) for name in store_attribute_defaults()},
+    )
+
+
+def endpoint_of(args: argparse.Namespace) -> str | None:
+    """Return the endpoint the client talks to, when it is not AWS itself."""
+    endpoint: str | None = getattr(args, "endpoint_url", None)
+    return endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None
+
+
+def client_from(args: argparse.Namespace) -> DynamoDBClient:
+    """Build a `dynamodb` client; a local endpoint without a region gets `us-east-1`.
+
+    Its timeouts are longer than a function's: a page of a scan may take a while.
+    """
+    import boto3.session
+    from botocore.config import Config
+
+    session = boto3.session.Session(profile_name=args.profile)
+    region = args.region or session.region_name or ("us-east-1" if endpoint_of(args) else None)
+    if region is None:
+        raise CliError("no AWS region: pass --region or set AWS_REGION")
+    config = Config(
+        retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30
+    )
+    return session.client(
+        "dynamodb", region_name=region, endpoint_url=args.endpoint_url, config=config
+    )
+
+
+# --- the commands ---------------------------------------------------------------------------
 
 
 def now_and_cutoff() -> tuple[int, int]:
@@ -39,34 +104,36 @@ def now_and_cutoff() -> tuple[int, int]:
     return now, now - CLOCK_SKEW_TOLERANCE_MS
 
 
-def list_records(args: argparse.Namespace) -> int:
-    """``records list``: print the records that match the filters (never their results)."""
-    store = store_from(args)
+def list_records(args: argparse.Namespace, screen: Screen) -> int:
+    """`records list`: print the records that match the filters, as they are found."""
     now, cutoff = now_and_cutoff()
-    progress = _views.Progress(enabled=not args.quiet)
-    views = []
-    for record in _records(store, args, progress):
-        if args.stuck and not _views.is_stuck(record, cutoff):
-            continue
-        if args.status and record.effective_status(now).value != args.status:
-            continue
-        views.append(_views.view(record, now_ms=now, cutoff_ms=cutoff))
-        progress.matched += 1
-        if args.limit and len(views) >= args.limit:
+    scan = _Scan(store_from(args), args, screen)
+    table = Rows(screen, LIST_HEADERS)
+    for records in scan.pages():
+        views = [
+            view(r, now_ms=now, cutoff_ms=cutoff)
+            for r in records
+            if (not args.stuck or is_stuck(r, cutoff))
+            and (not args.status or r.effective_status(now).value == args.status)
+        ]
+        if args.limit:
+            views = views[: args.limit - scan.matched]
+        scan.matched += len(views)
+        if args.json:
+            for shown in views:
+                screen.json(shown)
+        else:
+            table.add([row(shown) for shown in views])
+        if args.limit and scan.matched >= args.limit:
             break
-    progress.done()
-    if args.json:
-        _views.write_json(views)
-    else:
-        if views:
-            print(escape_text(_views.table(LIST_HEADERS, [row(v) for v in views])))
-        if not args.quiet:
-            _views.note(f"{len(views)} record{'' if len(views) == 1 else 's'}")
+    scan.summary()
+    if not args.json and not args.quiet:
+        screen.note(f"{scan.matched} record{'' if scan.matched == 1 else 's'}")
     return OK
 
 
-def get_record(args: argparse.Namespace) -> int:
-    """``records get KEY``: print one record with its decoded result and its times.
+def get_record(args: argparse.Namespace, screen: Screen) -> int:
+    """`records get KEY`: print one record and its times; its result only with `--data`.
 
     A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
     """
@@ -74,86 +141,92 @@ def get_record(args: argparse.Namespace) -> int:
     if record is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
-    shown = _views.view(record, now_ms=now, cutoff_ms=cutoff)
-    if not args.no_data:
-        shown = _views.with_result(shown, record)
+    shown = view(record, now_ms=now, cutoff_ms=cutoff)
+    if args.data:
+        shown = with_result(shown, record)
     if args.json:
-        _views.write_json(shown)
+        screen.json(shown)
     else:
-        print(escape_text(_detail(shown)))
+        screen.out(detail(shown, hidden=record.response_data is not None and not args.data))
     return OK
 
 
-def delete_record(args: argparse.Namespace) -> int:
-    """``records delete KEY``: delete one record; a live IN_PROGRESS one only with --force,
-    confirmed on the terminal or by --yes."""
+def delete_record(args: argparse.Namespace, screen: Screen) -> int:
+    """`records delete KEY`: delete one record; a live IN_PROGRESS one only with `--force`."""
     now, cutoff = now_and_cutoff()
     store = store_from(args)
     if args.force and not args.yes:
         _confirm_forced(store.get(args.key), args.key, cutoff)
     outcome = store.delete(args.key, live_cutoff_ms=None if args.force else cutoff)
     deleted = outcome.record
-    if not outcome.deleted or deleted is None:
-        _refuse_delete(deleted, args.key, now)
-    shown = _views.view(deleted, now_ms=now, cutoff_ms=cutoff)
+    if deleted is None:
+        raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
+    if not outcome.deleted:
+        lease = deleted.in_progress_expiry_timestamp
+        ends = "" if lease is None else f" (ends {relative(lease - now)})"
+        raise CliError(
+            f"record {args.key!r} is IN_PROGRESS with a live lease{ends}: an invocation may be "
+            "running it; wait for the lease to end, or pass --force"
+        )
+    shown = view(deleted, now_ms=now, cutoff_ms=cutoff)
     if args.json:
-        _views.write_json({"deleted": True, "record": shown})
+        screen.json({"deleted": True, "record": shown})
     else:
-        print(f"deleted {deleted.idempotency_key} (was {shown['status']})")
-    _views.note(LOCAL_CACHE_NOTE)
+        screen.out(f"deleted {escape_text(deleted.idempotency_key)} (was {shown['status']})")
+    screen.note(LOCAL_CACHE_NOTE)
     return OK
 
 
-def release_stuck(args: argparse.Namespace) -> int:
-    """``records release-stuck``: list stuck records (dry run), or delete them with ``--yes``.
+def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
+    """`records release-stuck`: list stuck records (a dry run), or delete them with `--yes`.
 
-    A stuck record does no harm on its own (the next claim takes it over), but it shows up as
-    in-progress to ``records get`` and in alarms. Each delete is fenced on what the scan saw
-    (`DynamoDBPersistenceLayer.release_if_stuck`), so an owner that claimed the key in the
-    meantime is never touched.
+    Each delete is fenced on what the scan saw (see `DynamoDBPersistenceLayer.release_if_stuck`).
+    A record with an invalid timestamp is shown, and left alone.
     """
     store = store_from(args)
     now, cutoff = now_and_cutoff()
-    progress = _views.Progress(enabled=not args.quiet)
-    stuck = []
-    for record in _records(store, args, progress):
-        if _views.is_stuck(record, cutoff):
-            stuck.append(record)
-            progress.matched += 1
-    progress.done()
-    views = [_views.view(r, now_ms=now, cutoff_ms=cutoff) for r in stuck]
-    if not args.yes:
-        if args.json:
-            _views.write_json({"dry_run": True, "stuck": views, "released": [], "skipped": []})
-            return OK
-        if views:
-            print(_views.table(LIST_HEADERS, [row(v) for v in views]))
-        _views.note(
-            f"dry run: {len(views)} stuck record{'' if len(views) == 1 else 's'} would be "
-            "released; run again with --yes to release them"
+    scan = _Scan(store, args, screen)
+    table = Rows(screen, LIST_HEADERS)
+    counts = {"released": 0, "changed": 0, "invalid": 0}
+    for records in scan.pages():
+        views = [(r, view(r, now_ms=now, cutoff_ms=cutoff)) for r in records if is_stuck(r, cutoff)]
+        scan.matched += len(views)
+        if not args.yes and not args.json:
+            table.add([row(shown) for _, shown in views])
+        for record, shown in views:
+            released = False
+            if shown["invalid"]:
+                counts["invalid"] += 1
+                outcome = f"left alone ({shown['invalid']}):"
+            elif args.yes:
+                released = store.release_if_stuck(record, cutoff_ms=cutoff)
+                counts["released" if released else "changed"] += 1
+                outcome = "released" if released else "left alone (changed since it was read):"
+            if args.json:
+                screen.json({**shown, "dry_run": not args.yes, "released": released})
+            elif args.yes:
+                screen.out(f"{outcome} {escape_text(record.idempotency_key)}")
+    scan.summary()
+    if counts["invalid"]:
+        screen.note(
+            f"{counts['invalid']} stuck record(s) with an invalid timestamp left alone: "
+            "inspect with records get, remove with records delete"
         )
-        return OK
-    released: list[str] = []
-    skipped: list[str] = []
-    for record in stuck:
-        done = store.release_if_stuck(record, cutoff_ms=cutoff)
-        (released if done else skipped).append(record.idempotency_key)
-        if not args.json:
-            action = "released" if done else "left alone (changed since it was read):"
-            print(f"{action} {record.idempotency_key}")
-    if args.json:
-        _views.write_json(
-            {"dry_run": False, "stuck": views, "released": released, "skipped": skipped}
-        )
+    if args.yes:
+        screen.note(f"released {counts['released']}, left alone {counts['changed']}")
     else:
-        _views.note(f"released {len(released)}, left alone {len(skipped)}")
+        stuck = scan.matched - counts["invalid"]
+        screen.note(
+            f"dry run: {stuck} stuck record{'' if stuck == 1 else 's'} would be released; "
+            "run again with --yes to release them"
+        )
     return OK
 
 
-def create_table(args: argparse.Namespace) -> int:
-    """``create-table``: create the table (an existing one is kept) and print its layout."""
+def create_table(args: argparse.Namespace, screen: Screen) -> int:
+    """`create-table`: create the table (an existing one is kept) and print its layout."""
     client = client_from(args)
-    create_idempotency_table(
+    _operator.create_idempotency_table(
         client,
         table_name=args.table,
         key_attr=args.key_attr,
@@ -161,34 +234,60 @@ def create_table(args: argparse.Namespace) -> int:
         expiry_attr=args.expiry_attr,
         wait=not args.no_wait,
     )
-    summary = {"table": args.table, **describe_idempotency_table(client, args.table)}
+    summary = {
+        "table": args.table,
+        **_operator.describe_idempotency_table(client, args.table),
+    }
     if args.json:
-        _views.write_json(summary)
+        screen.json(summary)
     else:
         sort = f", sort key {summary['sort_key']}" if summary["sort_key"] else ""
-        ttl_text = f"TTL on {summary['ttl_attribute']}" if summary["ttl_attribute"] else "TTL off"
-        print(f"table {args.table}: partition key {summary['partition_key']}{sort}, {ttl_text}")
-    expected = (args.key_attr, args.sort_key_attr)
-    if (summary["partition_key"], summary["sort_key"]) != expected:
-        _views.note(
-            f"warning: the existing table's key schema differs from the requested "
+        ttl = f"TTL on {summary['ttl_attribute']}" if summary["ttl_attribute"] else "TTL off"
+        screen.out(
+            escape_text(
+                f"table {args.table}: partition key {summary['partition_key']}{sort}, {ttl}"
+            )
+        )
+    if (summary["partition_key"], summary["sort_key"]) != (args.key_attr, args.sort_key_attr):
+        screen.note(
+            "warning: the existing table's key schema differs from the requested "
             f"{args.key_attr}/{args.sort_key_attr or '-'}"
         )
     return OK
 
 
-def _records(
-    store: DynamoDBPersistenceLayer, args: argparse.Namespace, progress: _views.Progress
-) -> Iterator[IdempotencyRecord]:
-    """Yield the records of the table under ``--prefix``, counting pages in ``progress``."""
-    for page in store.scan(prefix=args.prefix, page_size=args.page_size):
-        progress.page(page.scanned, page.skipped)
-        yield from page.records
+class _Scan:
+    """A read of the table under `--prefix`, page by page, with its progress line and summary."""
+
+    def __init__(self, store: DynamoDBPersistenceLayer, args: argparse.Namespace, screen: Screen):
+        self._store, self._args, self._screen = store, args, screen
+        self.pages_read = self.scanned = self.skipped = self.matched = 0
+        self._started = time.monotonic()
+
+    def pages(self) -> Iterator[tuple[IdempotencyRecord, ...]]:
+        """Yield the records of each page; the progress line shows after each."""
+        for page in self._store.scan(prefix=self._args.prefix, page_size=self._args.page_size):
+            self.pages_read += 1
+            self.scanned += page.scanned
+            self.skipped += page.skipped
+            yield page.records
+            self._screen.progress(f"scanning: {self.scanned} items read, {self.matched} match")
+
+    def summary(self) -> None:
+        """Say how long a paged scan took, and how many items were not records."""
+        self._screen.erase()
+        if self.pages_read > 1 and not self._args.quiet:
+            elapsed = time.monotonic() - self._started
+            self._screen.note(
+                f"scanned {self.scanned} items in {self.pages_read} pages ({elapsed:.1f}s)"
+            )
+        if self.skipped:
+            self._screen.note(f"skipped {self.skipped} items that are not idempotency records")
 
 
 def _confirm_forced(record: IdempotencyRecord | None, key: str, cutoff: int) -> None:
     """Ask before deleting a live IN_PROGRESS record: its invocation may still be running."""
-    if record is None or record.status is not Status.IN_PROGRESS or _views.is_stuck(record, cutoff):
+    if record is None or record.status is not Status.IN_PROGRESS or is_stuck(record, cutoff):
         return
     question = (
         f"{escape_text(key)} is IN_PROGRESS with a live lease: an invocation may be running it, "
@@ -199,75 +298,3 @@ def _confirm_forced(record: IdempotencyRecord | None, key: str, cutoff: int) -> 
             f"not deleted: record {key!r} is IN_PROGRESS with a live lease; confirm on a "
             "terminal, or pass --yes with --force"
         )
-
-
-def _refuse_delete(record: IdempotencyRecord | None, key: str, now: int) -> NoReturn:
-    """Raise the error that says why nothing was deleted."""
-    if record is None:
-        raise CliError(f"no record with key {key!r}", NOT_FOUND)
-    lease = record.in_progress_expiry_timestamp
-    ends = "" if lease is None else f" (ends {_views.relative(lease - now)})"
-    raise CliError(
-        f"record {key!r} is IN_PROGRESS with a live lease{ends}: an invocation may be running "
-        "it; wait for the lease to end, or pass --force"
-    )
-
-
-def row(shown: dict[str, Any]) -> list[str]:
-    """Return the table row of a record view."""
-    expires = shown["expires_in_seconds"]
-    lease = shown["lease_remaining_seconds"]
-    if shown["stored_status"] != Status.IN_PROGRESS.value:
-        lease_text = "-"
-    elif lease is None:
-        lease_text = "until expiry"
-    else:
-        lease_text = ("STUCK, ended " if shown["stuck"] else "") + _views.relative(
-            int(lease * 1000)
-        )
-    return [
-        shown["key"],
-        shown["status"],
-        _views.relative(None if expires is None else expires * 1000),
-        lease_text,
-        (shown["owner"] or "-")[:8],
-    ]
-
-
-def _detail(shown: dict[str, Any]) -> str:
-    def when(at: str | None, seconds: float | None) -> str:
-        if at is None:
-            return "-"
-        return f"{at} ({_views.relative(None if seconds is None else int(seconds * 1000))})"
-
-    status = shown["status"]
-    if status != shown["stored_status"]:
-        status += f" (stored as {shown['stored_status']})"
-    if shown["stuck"]:
-        status += ", STUCK: lease passed"
-    rows = [
-        ("key", shown["key"]),
-        ("status", status),
-        ("expires", when(shown["expires_at"], shown["expires_in_seconds"])),
-        ("lease ends", when(shown["lease_ends_at"], shown["lease_remaining_seconds"])),
-        ("owner", shown["owner"] or "-"),
-        ("validation", shown["validation_hash"] or "-"),
-    ]
-    text = "\n".join(f"{name:<11} {value}" for name, value in rows)
-    if "result" not in shown:
-        return text
-    if shown["unstorable_reason"] is not None:
-        return f"{text}\nresult      not stored: {shown['unstorable_reason']}"
-    offloaded = shown["offloaded"]
-    if offloaded is not None:
-        if offloaded.get("malformed"):
-            return f"{text}\nresult      offloaded to S3, but the reference is malformed"
-        return (
-            f"{text}\nresult      offloaded to S3 (not fetched): "
-            f"s3://{offloaded['bucket']}/{offloaded['key']}\n"
-            f"            {offloaded['size']} bytes, zlib-compressed, sha256 {offloaded['sha256']}"
-        )
-    if shown["stored_data"] is None:
-        return f"{text}\nresult      -"
-    rendered = json.dumps(shown["result"], indent=2, ensure_ascii=False)
-    return f"{text}\nresult      " + rendered.replace("\n", "\n            ")

@@ -1,11 +1,9 @@
 """Output serializers: how results are stored and rebuilt on replay.
 
-The modules match Powertools' ``serialization`` package (``base``, ``no_op``, ``dataclass``,
-``pydantic``, ``custom_dict``, ``functions``); every name is also importable from here.
-
-What is stored is what Powertools stores: dataclass and pydantic results (also inside lists and
-dicts, and with no serializer at all) in their dict form. What is rebuilt on replay is decided
-by `resolve_serializer`, from ``output_serializer`` or else the return annotation.
+The modules are Powertools' (`base`, `no_op`, `dataclass`, `pydantic`, `custom_dict`,
+`functions`); every name is importable from here too. Dataclass and pydantic results (also in
+lists and dicts, and without a serializer) are stored in their dict form, as Powertools stores
+them; `resolve_serializer` decides what is rebuilt on replay.
 """
 
 from __future__ import annotations
@@ -33,17 +31,16 @@ from idempotent_lambda.serialization.pydantic import PydanticSerializer
 
 
 class ReturnTypeSerializer(BaseIdempotencySerializer):
-    """Rebuild results as the return annotation describes them (``-> list[Order]``, ...).
+    """Rebuild results as the return annotation describes them (`-> list[Order]`, ...).
 
-    Used when no ``output_serializer`` is given and the annotation mentions a dataclass or a
-    pydantic model. Storing needs nothing of it: models are stored in their dict form anyway.
+    Used when no `output_serializer` is given and the annotation mentions a model.
     """
 
     def __init__(self, annotation: Any) -> None:
         self._annotation = annotation
 
     def to_dict(self, data: Any) -> Any:
-        """Return ``data`` unchanged (models in it are stored in their dict form)."""
+        """Return `data` unchanged (models in it are stored in their dict form)."""
         return data
 
     def from_dict(self, data: Any) -> Any:
@@ -68,16 +65,15 @@ _OURS = (NoOpSerializer, DataclassSerializer, PydanticSerializer, CustomDictSeri
 
 
 def resolve_serializer(output_serializer: Any, function: Callable[..., Any]) -> Any:
-    """Pick the serializer: the one given, one built for a given class, or one from the annotation.
+    """Return the serializer for `output_serializer` and the function's return annotation.
 
-    Accepted: None (the return annotation decides), a serializer instance, a model serializer
-    class such as ``DataclassSerializer`` (built from the return annotation, as Powertools
-    does), a dataclass or pydantic class, or a serializer class that needs no arguments.
+    Accepted: None (the annotation decides), a serializer, a model serializer class such as
+    `DataclassSerializer` (built from the annotation), a dataclass or pydantic class, or a
+    serializer class that needs no arguments.
 
     Raises:
-        IdempotencyConfigError: ``output_serializer`` is none of those, or a serializer class
-            cannot be built for the function's annotation (`IdempotencyModelTypeError`,
-            `IdempotencyNoSerializationModelError`).
+        IdempotencyConfigError: None of those, or a serializer class that cannot be built for
+            the annotation (`IdempotencyModelTypeError`, `IdempotencyNoSerializationModelError`).
     """
     if output_serializer is None:
         returned = _return_annotation(function)

@@ -1,18 +1,27 @@
-"""Rebuild dataclass and pydantic results from their stored dict form, guided by a type.
+"""Find dataclass and pydantic models in a type, and rebuild results from their stored dicts.
 
-Results are stored in their dict form (``dataclasses.asdict``, pydantic's JSON-mode dump), as
-Powertools stores them; see `idempotent_lambda._result_codec`. On replay the type that describes
-the result says what to rebuild: a model, ``Optional[Model]``, ``list[Model]``,
-``dict[str, Model]``, ``tuple[Model, ...]``, and models nested in dataclass fields.
+Results are stored in their dict form (`dataclasses.asdict`, pydantic's JSON-mode dump), as
+Powertools stores them. On replay the type says what to rebuild: a model, `Optional[Model]`,
+`list[Model]`, `dict[str, Model]`, `tuple[Model, ...]`, and models nested in dataclass fields.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from idempotent_lambda.exceptions import (
+    IdempotencyModelTypeError,
+    IdempotencyNoSerializationModelError,
+)
+from idempotent_lambda.serialization.base import (
+    BaseIdempotencyModelSerializer,
+    BaseIdempotencySerializer,
+)
 
 _UNIONS = (typing.Union, types.UnionType)
 # typing.List[X] and friends report the builtin or collections.abc class as their origin.
@@ -21,17 +30,17 @@ _MAPPINGS = (dict, Mapping)
 
 
 def is_dataclass_type(tp: Any) -> bool:
-    """Tell whether ``tp`` is a dataclass class (not an instance)."""
+    """Tell whether `tp` is a dataclass class (not an instance)."""
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
 def is_pydantic_type(tp: Any) -> bool:
-    """Tell whether ``tp`` is a pydantic (v2) model class."""
+    """Tell whether `tp` is a pydantic (v2) model class."""
     return isinstance(tp, type) and callable(getattr(tp, "model_validate", None))
 
 
 def mentions_model(tp: Any, _seen: frozenset[int] = frozenset()) -> bool:
-    """Tell whether a dataclass or pydantic class appears anywhere in the type ``tp``."""
+    """Tell whether a dataclass or pydantic class appears anywhere in the type `tp`."""
     if is_dataclass_type(tp) or is_pydantic_type(tp):
         return True
     if id(tp) in _seen:
@@ -40,10 +49,7 @@ def mentions_model(tp: Any, _seen: frozenset[int] = frozenset()) -> bool:
 
 
 def rebuild(tp: Any, data: Any) -> Any:
-    """Return ``data`` with the parts ``tp`` describes as models rebuilt into instances.
-
-    Parts the type does not describe (or describes as plain data) are returned as they are.
-    """
+    """Return `data` with the parts that `tp` describes as models rebuilt; the rest as it is."""
     if data is None or tp is None or tp is Any:
         return data
     if is_pydantic_type(tp):
@@ -53,7 +59,9 @@ def rebuild(tp: Any, data: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in _UNIONS:
-        return _rebuild_union(args, data)
+        members = [arg for arg in args if arg is not type(None)]
+        # Several candidates: nothing says which one the stored data was.
+        return rebuild(members[0], data) if len(members) == 1 else data
     if origin is typing.Annotated:
         return rebuild(args[0], data)
     if origin in _MAPPINGS and len(args) == 2 and isinstance(data, dict):
@@ -67,13 +75,6 @@ def rebuild(tp: Any, data: Any) -> Any:
     return data
 
 
-def _rebuild_union(args: tuple[Any, ...], data: Any) -> Any:
-    members = [arg for arg in args if arg is not type(None)]
-    if len(members) == 1:
-        return rebuild(members[0], data)
-    return data  # several candidates: nothing says which one the stored data was
-
-
 def _rebuild_dataclass(cls: type[Any], data: dict[str, Any]) -> Any:
     try:
         hints = typing.get_type_hints(cls)
@@ -85,3 +86,47 @@ def _rebuild_dataclass(cls: type[Any], data: dict[str, Any]) -> Any:
         if field.init and field.name in data
     }
     return cls(**values)
+
+
+class ModelTypeSerializer(BaseIdempotencyModelSerializer):
+    """A serializer built from one result type that holds models of one kind.
+
+    A subclass names its models (`_is_model`, `_KIND` for errors) and writes its `to_dict`.
+
+    Raises:
+        IdempotencyModelTypeError: `model` holds no model of the subclass's kind.
+    """
+
+    _KIND: ClassVar[str]
+
+    def __init__(self, model: Any) -> None:
+        if not self._mentions_model(model):
+            raise IdempotencyModelTypeError(f"{model!r} is not a {self._KIND}")
+        self._model = model
+
+    @staticmethod
+    @abc.abstractmethod
+    def _is_model(tp: Any) -> bool:
+        """Tell whether `tp` is a model class of this serializer's kind."""
+
+    def from_dict(self, data: Any) -> Any:
+        """Rebuild the model (or the structure of them) from its stored form."""
+        return rebuild(self._model, data)
+
+    @classmethod
+    def instantiate(cls, model_type: Any) -> BaseIdempotencySerializer:
+        """Return a serializer for the return annotation `model_type`.
+
+        Raises:
+            IdempotencyNoSerializationModelError: `model_type` is None (no annotation).
+            IdempotencyModelTypeError: `model_type` holds no model of this kind.
+        """
+        if model_type is None:
+            raise IdempotencyNoSerializationModelError(
+                f"{cls.__name__} needs a return annotation on the function, "
+                f"or pass {cls.__name__}(model=...)"
+            )
+        return cls(model_type)
+
+    def _mentions_model(self, tp: Any) -> bool:
+        return self._is_model(tp) or any(self._mentions_model(arg) for arg in typing.get_args(tp))

@@ -1,7 +1,7 @@
-"""The serializer contracts: `BaseIdempotencySerializer` and `BaseIdempotencyModelSerializer`.
+"""The serializer contracts, at Powertools' path `serialization.base`.
 
-Powertools' module path ``serialization.base``. A serializer turns a function's result into
-JSON-like data before it is stored, and that data back into the result on replay.
+A serializer turns a function's result into JSON-like data before it is stored, and that data
+back into the result on replay.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from typing import Any, Protocol, runtime_checkable
 class BaseIdempotencySerializer(Protocol):
     """Convert a result to stored data and back.
 
-    A Protocol, so any object with these two methods is a serializer; subclassing it (as
-    Powertools' documentation shows) works too.
+    Any object with these two methods is one; a subclass, as Powertools documents, works too.
     """
 
     def to_dict(self, data: Any) -> Any:
-        """Return the JSON-like form of ``data``."""
+        """Return the JSON-like form of `data`."""
         ...
 
     def from_dict(self, data: Any) -> Any:
@@ -28,15 +27,14 @@ class BaseIdempotencySerializer(Protocol):
 
 
 class BaseIdempotencyModelSerializer(BaseIdempotencySerializer):
-    """A serializer that can be built from a type, so its class may be passed as the serializer.
+    """A serializer whose class may be passed as `output_serializer`.
 
-    Passing the class as ``output_serializer`` builds it from the function's return annotation
-    with `instantiate`.
+    The class is then built from the function's return annotation with `instantiate`.
     """
 
     @abc.abstractmethod
     def to_dict(self, data: Any) -> Any:
-        """Return the JSON-like form of ``data``."""
+        """Return the JSON-like form of `data`."""
 
     @abc.abstractmethod
     def from_dict(self, data: Any) -> Any:
@@ -45,11 +43,11 @@ class BaseIdempotencyModelSerializer(BaseIdempotencySerializer):
     @classmethod
     @abc.abstractmethod
     def instantiate(cls, model_type: Any) -> BaseIdempotencySerializer:
-        """Return a serializer for ``model_type`` (None when the function has no annotation).
+        """Return a serializer for `model_type` (None when the function has no annotation).
 
         Raises:
-            IdempotencyNoSerializationModelError: ``model_type`` is None.
-            IdempotencyModelTypeError: The serializer cannot handle ``model_type``.
+            IdempotencyNoSerializationModelError: `model_type` is None.
+            IdempotencyModelTypeError: The serializer cannot handle `model_type`.
         """
 
 

@@ -1,4 +1,4 @@
-"""`CustomDictSerializer` (Powertools' module path ``serialization.custom_dict``)."""
+"""`CustomDictSerializer`, at Powertools' path `serialization.custom_dict`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from idempotent_lambda.serialization.base import BaseIdempotencySerializer
 
 
 class CustomDictSerializer(BaseIdempotencySerializer):
-    """A serializer made of two functions, for result types of your own.
-
-    A None result is stored and replayed as None without calling either function, as Powertools
-    does.
+    """A serializer made of two functions; None is stored and replayed without calling either.
 
     Args:
         to_dict: Turns a result into JSON-like data.
@@ -24,11 +21,11 @@ class CustomDictSerializer(BaseIdempotencySerializer):
         self._from_dict = from_dict
 
     def to_dict(self, data: Any) -> Any:
-        """Return ``to_dict(data)``; None stays None."""
+        """Return `to_dict(data)`; None stays None."""
         return None if data is None else self._to_dict(data)
 
     def from_dict(self, data: Any) -> Any:
-        """Return ``from_dict(data)``; None stays None."""
+        """Return `from_dict(data)`; None stays None."""
         return None if data is None else self._from_dict(data)
 
 

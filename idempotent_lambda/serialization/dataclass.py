@@ -1,4 +1,4 @@
-"""`DataclassSerializer` (Powertools' module path ``serialization.dataclass``)."""
+"""`DataclassSerializer`, at Powertools' path `serialization.dataclass`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
 )
-from idempotent_lambda.serialization._models import is_dataclass_type
-from idempotent_lambda.serialization._typed import ModelTypeSerializer
+from idempotent_lambda.serialization._models import ModelTypeSerializer, is_dataclass_type
 from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
     BaseIdempotencySerializer,
@@ -24,22 +23,21 @@ class DataclassSerializer(ModelTypeSerializer):
     """Store dataclass results as dicts and rebuild them on replay.
 
     Args:
-        model: The result type: a dataclass, or a type built on dataclasses such as
-            ``Optional[Order]`` or ``list[Order]``. Nested dataclass fields are rebuilt too.
+        model: The result type: a dataclass, or a type built on them such as `Optional[Order]`
+            or `list[Order]`. Nested dataclass fields are rebuilt too.
 
     Raises:
-        IdempotencyModelTypeError: ``model`` has no dataclass in it.
+        IdempotencyModelTypeError: `model` holds no dataclass.
     """
 
     _KIND = "dataclass type"
 
     @staticmethod
     def _is_model(tp: Any) -> bool:
-        """Tell whether ``tp`` is a dataclass class."""
         return is_dataclass_type(tp)
 
     def to_dict(self, data: Any) -> Any:
-        """Return ``dataclasses.asdict(data)`` (other values are stored as they are)."""
+        """Return `dataclasses.asdict(data)`; other values are stored as they are."""
         if dataclasses.is_dataclass(data) and not isinstance(data, type):
             return dataclasses.asdict(data)
         return data

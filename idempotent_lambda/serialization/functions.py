@@ -1,4 +1,4 @@
-"""Helpers on return annotations (Powertools' module path ``serialization.functions``)."""
+"""`get_actual_type`, at Powertools' path `serialization.functions`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from idempotent_lambda.exceptions import IdempotencyModelTypeError
 
 
 def get_actual_type(model_type: Any) -> Any:
-    """Return ``model_type`` without an ``Optional``/``| None`` around it.
+    """Return `model_type` without an `Optional`/`| None` around it.
 
     Raises:
         IdempotencyModelTypeError: A union of more than one type besides None.

@@ -1,4 +1,4 @@
-"""`NoOpSerializer` (Powertools' module path ``serialization.no_op``)."""
+"""`NoOpSerializer`, at Powertools' path `serialization.no_op`."""
 
 from __future__ import annotations
 
@@ -8,18 +8,14 @@ from idempotent_lambda.serialization.base import BaseIdempotencySerializer
 
 
 class NoOpSerializer(BaseIdempotencySerializer):
-    """Store results as they are (dicts, lists, scalars, Decimal, ...).
-
-    Dataclass and pydantic instances inside such a result are still stored, in their dict form,
-    and replay as dicts.
-    """
+    """Store results as they are; dataclass and pydantic instances in them replay as dicts."""
 
     def to_dict(self, data: Any) -> Any:
-        """Return ``data`` unchanged."""
+        """Return `data` unchanged."""
         return data
 
     def from_dict(self, data: Any) -> Any:
-        """Return ``data`` unchanged."""
+        """Return `data` unchanged."""
         return data
 
 

@@ -1,4 +1,4 @@
-"""`PydanticSerializer` (Powertools' module path ``serialization.pydantic``).
+"""`PydanticSerializer`, at Powertools' path `serialization.pydantic`.
 
 pydantic itself is not imported here: a model class brings it along.
 """
@@ -11,8 +11,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
 )
-from idempotent_lambda.serialization._models import is_pydantic_type
-from idempotent_lambda.serialization._typed import ModelTypeSerializer
+from idempotent_lambda.serialization._models import ModelTypeSerializer, is_pydantic_type
 from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
     BaseIdempotencySerializer,
@@ -24,22 +23,21 @@ class PydanticSerializer(ModelTypeSerializer):
     """Store pydantic (v2) results as their JSON-mode dump and validate them back on replay.
 
     Args:
-        model: The result type: a model class, or a type built on models such as
-            ``Optional[Order]`` or ``list[Order]``.
+        model: The result type: a model class, or a type built on them such as
+            `Optional[Order]` or `list[Order]`.
 
     Raises:
-        IdempotencyModelTypeError: ``model`` has no pydantic model in it.
+        IdempotencyModelTypeError: `model` holds no pydantic model.
     """
 
     _KIND = "pydantic model class"
 
     @staticmethod
     def _is_model(tp: Any) -> bool:
-        """Tell whether ``tp`` is a pydantic model class."""
         return is_pydantic_type(tp)
 
     def to_dict(self, data: Any) -> Any:
-        """Return ``data.model_dump(mode="json")`` (other values are stored as they are)."""
+        """Return `data.model_dump(mode="json")`; other values are stored as they are."""
         dump = getattr(data, "model_dump", None)
         return dump(mode="json") if callable(dump) and not isinstance(data, type) else data
 

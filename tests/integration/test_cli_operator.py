@@ -20,7 +20,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda.cli import main
-from idempotent_lambda.cli._views import relative
+from idempotent_lambda.cli._output import relative
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -39,6 +39,10 @@ class Run:
     def json(self) -> Any:
         """Return stdout parsed as JSON."""
         return json.loads(self.out)
+
+    def lines(self) -> list[Any]:
+        """Return stdout parsed as JSON Lines."""
+        return [json.loads(line) for line in self.out.splitlines()]
 
 
 @pytest.fixture
@@ -126,9 +130,9 @@ def test_list_json_and_filters(
     def keys(*options: str) -> list[str]:
         run = cli("records", "list", "--json", *on_table, *options)
         assert 0 == run.code
-        return sorted(view["key"] for view in run.json())
+        return sorted(view["key"] for view in run.lines())
 
-    everything = cli("records", "list", "--json", *on_table).json()
+    everything = cli("records", "list", "--json", *on_table).lines()
     assert SECRET not in json.dumps(everything)
     stuck_view = next(v for v in everything if v["key"] == "orders#stuck")
     assert stuck_view["stuck"] is True
@@ -142,6 +146,16 @@ def test_list_json_and_filters(
     assert 2 == len(keys("--limit", "2"))
 
 
+def test_json_is_one_record_per_line(
+    cli: Any, on_table: list[str], seeded: dict[str, IdempotencyRecord]
+) -> None:
+    """--json writes JSON Lines: each line of stdout is one record, whole."""
+    run = cli("records", "list", "--json", *on_table)
+    lines = run.out.splitlines()
+    assert 4 == len(lines)
+    assert {r.idempotency_key for r in seeded.values()} == {json.loads(x)["key"] for x in lines}
+
+
 def test_table_defaults_to_the_functions_environment_variable(
     cli: Any,
     dynamodb_endpoint: str,
@@ -152,7 +166,7 @@ def test_table_defaults_to_the_functions_environment_variable(
     """IDEMPOTENCY_TABLE (what the sample functions read) stands in for --table."""
     monkeypatch.setenv("IDEMPOTENCY_TABLE", idempotency_table)
     run = cli("records", "list", "--json", "--endpoint-url", dynamodb_endpoint)
-    assert 4 == len(run.json())
+    assert 4 == len(run.lines())
 
 
 def test_long_scans_page_and_show_progress(
@@ -160,8 +174,9 @@ def test_long_scans_page_and_show_progress(
 ) -> None:
     """A paged scan reads every page and summarises its progress on stderr, not stdout."""
     run = cli("records", "list", "--json", "--page-size", "1", *on_table)
-    assert 4 == len(run.json())
+    assert 4 == len(run.lines())
     assert "scanned 4 items in" in run.err
+    assert "scanning:" not in run.err  # the progress line is for a terminal only
 
     quiet = cli("records", "list", "--quiet", "--page-size", "1", *on_table)
     assert "" == quiet.err
@@ -201,9 +216,11 @@ def test_composite_key_tables_are_queried(
 
     options += ["--static-pk-value", "idem#fn"]
     listed = cli("records", "list", "--json", *options)
-    assert ["orders#one"] == [view["key"] for view in listed.json()]
+    assert ["orders#one"] == [view["key"] for view in listed.lines()]
     assert "" == listed.err.replace("1 record\n", "")
-    assert {"ok": 1} == cli("records", "get", "--json", *options, "orders#one").json()["result"]
+    assert {"ok": 1} == cli("records", "get", "--json", "--data", *options, "orders#one").json()[
+        "result"
+    ]
 
 
 # --- records get / delete ------------------------------------------------------------------------
@@ -216,7 +233,7 @@ def test_get_shows_the_decoded_result_and_times(
     expiry_s = seeded["completed"].expiry_timestamp
     assert expiry_s is not None
     started = SYSTEM_CLOCK.now_ms()
-    run = cli("records", "get", *on_table, "orders#done")
+    run = cli("records", "get", "--data", *on_table, "orders#done")
     assert 0 == run.code
     assert SECRET in run.out
     assert "COMPLETED" in run.out
@@ -227,7 +244,7 @@ def test_get_shows_the_decoded_result_and_times(
     )
 
     started = SYSTEM_CLOCK.now_ms()
-    shown = cli("records", "get", "--json", *on_table, "orders#done").json()
+    shown = cli("records", "get", "--json", "--data", *on_table, "orders#done").json()
     assert {"card": SECRET} == shown["result"]
     assert shown["expires_at"].endswith("Z")
     assert shown["expires_in_seconds"] in seconds_left(
@@ -252,12 +269,14 @@ def test_get_decodes_compressed_results_and_lease(
     big = {"rows": ["x" * 100] * 200}
     seed(dynamodb_store, "orders#big", result=json.dumps(big))
     claim = seed(dynamodb_store, "orders#running")
-    assert big == cli("records", "get", "--json", *on_table, "orders#big").json()["result"]
+    assert (
+        big == cli("records", "get", "--json", "--data", *on_table, "orders#big").json()["result"]
+    )
 
     lease_ms = claim.in_progress_expiry_timestamp
     assert lease_ms is not None
     started = SYSTEM_CLOCK.now_ms()
-    running = cli("records", "get", "--json", *on_table, "orders#running").json()
+    running = cli("records", "get", "--json", "--data", *on_table, "orders#running").json()
     ended = SYSTEM_CLOCK.now_ms()
     assert ("IN_PROGRESS", False) == (running["status"], running["stuck"])
     assert (
@@ -341,7 +360,7 @@ def test_get_escapes_control_and_bidi_characters(
     """A key or result holding terminal escapes or bidi overrides is shown escaped, not obeyed."""
     key = "orders#\x1b]0;pwned\x07\u202eevil"
     seed(dynamodb_store, key, result=json.dumps({"note": "\x9b31m\u2066x\u2069\x7f"}))
-    run = cli("records", "get", *on_table, key)
+    run = cli("records", "get", "--data", *on_table, key)
     assert 0 == run.code
     shown = run.out
     for raw in ("\x1b", "\x07", "\u202e", "\x9b", "\u2066", "\u2069", "\x7f"):
@@ -380,12 +399,9 @@ def test_release_stuck_deletes_only_records_whose_lease_passed(
     """--yes deletes stuck records; live claims and completed records are untouched."""
     run = cli("records", "release-stuck", "--json", "--yes", *on_table)
     assert 0 == run.code
-    report = run.json()
-    assert (False, ["orders#stuck"], []) == (
-        report["dry_run"],
-        report["released"],
-        report["skipped"],
-    )
+    assert [(False, "orders#stuck", True)] == [
+        (line["dry_run"], line["key"], line["released"]) for line in run.lines()
+    ]
     assert dynamodb_store.get("orders#stuck") is None
     for key in ("orders#live", "orders#done", "refunds#old"):
         assert dynamodb_store.get(key) is not None
@@ -441,7 +457,7 @@ def test_key_finds_the_record_a_handler_wrote(
     path.write_text(json.dumps(event), encoding="utf-8")
 
     key = cli("key", "--prefix", "orders", "--jmespath", config.event_key_jmespath, str(path))
-    shown = cli("records", "get", "--json", *on_table, key.out.strip())
+    shown = cli("records", "get", "--json", "--data", *on_table, key.out.strip())
     assert 0 == shown.code
     assert {"statusCode": 201} == shown.json()["result"]
 
@@ -541,5 +557,5 @@ def test_records_without_a_lease_end_are_stuck_only_once_expired(
             },
         )
     run = cli("records", "release-stuck", "--json", "--yes", *on_table)
-    assert ["old#gone"] == run.json()["released"]
-    assert ["old#live"] == [v["key"] for v in cli("records", "list", "--json", *on_table).json()]
+    assert ["old#gone"] == [line["key"] for line in run.lines() if line["released"]]
+    assert ["old#live"] == [v["key"] for v in cli("records", "list", "--json", *on_table).lines()]

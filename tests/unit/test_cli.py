@@ -20,7 +20,15 @@ from botocore.exceptions import (
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer, idempotent
 from idempotent_lambda.cli import main
 from idempotent_lambda.cli._main import explain
-from idempotent_lambda.cli._views import iso, jsonable, relative, table
+from idempotent_lambda.cli._output import (
+    escape_text,
+    iso,
+    jsonable,
+    layout,
+    relative,
+    render,
+    to_json,
+)
 from tests.unit._doubles import Decisions, SpyStore
 
 
@@ -215,10 +223,10 @@ def test_unexpected_errors_are_one_line_unless_debug(
 ) -> None:
     """A bug shows as one line; --debug shows the traceback instead."""
 
-    def broken(args: Any) -> int:
+    def broken(args: Any, screen: Any) -> int:
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr("idempotent_lambda.cli._key.compute_key", broken)
+    monkeypatch.setattr("idempotent_lambda.cli._main.compute_key", broken)
     run = cli("key", "--prefix", "p", write_event(tmp_path, {}))
     assert 2 == run.code
     assert ["idempotent-lambda: error: unexpected ZeroDivisionError: oops (run with --debug "
@@ -276,4 +284,29 @@ def test_formatting_helpers() -> None:
     }
     expected = {"d": "1.10", "x": 0.1, "n": 7, "b": "base64:AA==", "(1, 2)": [3]}
     assert expected == jsonable(value)
-    assert "A    BB\nccc  d" == table(["A", "BB"], [["ccc", "d"]])
+    widths = layout(["A", "BB"], [["ccc", "d"]], width=None)
+    assert "A    BB\nccc  d" == "\n".join(
+        render(line, widths, clip=False) for line in (["A", "BB"], ["ccc", "d"])
+    )
+
+
+def test_tables_fit_a_width_by_cutting_the_widest_column() -> None:
+    """Given a width, the widest column shrinks and its cells end in an ellipsis."""
+    headers = ["KEY", "STATUS"]
+    rows = [["orders#" + "a" * 64, "COMPLETED"]]
+    widths = layout(headers, rows, width=30)
+    line = render(rows[0], widths, clip=True)
+    assert (30, 30) == (sum(widths) + 2, len(line))
+    assert line.startswith("orders#aaa")
+    assert line.endswith("…  COMPLETED")
+    assert render(rows[0], widths, clip=False).startswith(rows[0][0])
+
+
+def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
+    """Text shows controls and bidi marks as escapes; JSON escapes them and decodes back."""
+    hostile = "a\x1b[2J\n\x9b\x7f\u202e\u2066\u200f\u2028é"
+    assert "a\\x1b[2J\\x0a\\x9b\\x7f\\u202e\\u2066\\u200f\\u2028é" == escape_text(hostile)
+    encoded = to_json({"k": hostile})
+    assert encoded.isprintable()
+    assert "é" in encoded
+    assert {"k": hostile} == json.loads(encoded)

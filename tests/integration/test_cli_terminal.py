@@ -1,0 +1,172 @@
+"""The operator CLI as a person sees it: run on a pseudo-terminal, read back as a screen."""
+
+from __future__ import annotations
+
+import fcntl
+import http.client
+import http.server
+import os
+import select
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from idempotent_lambda import DynamoDBPersistenceLayer
+from tests.integration.test_cli_operator import seed
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = 60
+#: Generous: how long a loaded machine may take to show what the test waits for.
+DEADLINE_S = 60.0
+
+
+class HeldScan:
+    """A proxy to the DynamoDB server that holds back every Scan after the first page."""
+
+    def __init__(self, upstream: str) -> None:
+        self.release = threading.Event()
+        self.holding = threading.Event()
+        target = urlsplit(upstream)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if b"ExclusiveStartKey" in body:
+                    proxy.holding.set()
+                    proxy.release.wait(DEADLINE_S)
+                upstream = http.client.HTTPConnection(target.hostname, target.port)
+                upstream.request("POST", self.path, body, dict(self.headers))
+                answer = upstream.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def held_scan(dynamodb_endpoint: str) -> Iterator[HeldScan]:
+    """Yield a proxy that holds back the second page of a scan until released."""
+    proxy = HeldScan(dynamodb_endpoint)
+    thread = threading.Thread(target=proxy.server.serve_forever, daemon=True)
+    thread.start()
+    yield proxy
+    proxy.release.set()
+    proxy.server.shutdown()
+    proxy.server.server_close()
+
+
+class Terminal:
+    """A command running on a pseudo-terminal of `COLUMNS` columns, and what it printed."""
+
+    def __init__(self, *argv: str) -> None:
+        master, child = os.openpty()
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env |= {"PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8", "TERM": "xterm"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "idempotent_lambda", *argv],
+            stdin=child,
+            stdout=child,
+            stderr=child,
+            env=env,
+        )
+        os.close(child)
+        self._master = master
+        self.raw = ""
+
+    def read_until(self, done: Any) -> bool:
+        """Read output until `done(screen)` holds or the command ends; tell whether it held."""
+        while not done(self.screen()):
+            ready, _, _ = select.select([self._master], [], [], DEADLINE_S)
+            try:
+                chunk = os.read(self._master, 65536) if ready else b""
+            except OSError:  # the command ended and closed the terminal
+                chunk = b""
+            if not chunk:
+                return bool(done(self.screen()))
+            self.raw += chunk.decode("utf-8")
+        return True
+
+    def finish(self) -> int:
+        """Read everything the command prints; return its exit code."""
+        self.read_until(lambda screen: False)
+        os.close(self._master)
+        return self.process.wait(DEADLINE_S)
+
+    def screen(self) -> list[str]:
+        """Return the lines the terminal shows: carriage returns and erased lines applied."""
+        lines: list[list[str]] = [[]]
+        column = 0
+        text = self.raw.replace("\x1b[K", "\x00")
+        for char in text:
+            if char == "\x00":
+                del lines[-1][column:]
+            elif char == "\r":
+                column = 0
+            elif char == "\n":
+                lines.append([])
+                column = 0
+            else:
+                line = lines[-1]
+                line[column : column + 1] = [char]
+                column += 1
+        return ["".join(line) for line in lines]
+
+
+def test_rows_stream_fit_the_width_and_progress_never_mixes_in(
+    held_scan: HeldScan, idempotency_table: str, dynamodb_store: DynamoDBPersistenceLayer
+) -> None:
+    """A row shows while the scan is still reading; the progress line is gone when rows follow."""
+    keys = [f"orders#{n}" + "0123456789abcdef" * 4 for n in range(3)]
+    for key in keys:
+        seed(dynamodb_store, key, result='{"ok":1}')
+    terminal = Terminal(
+        "records",
+        "list",
+        "--page-size",
+        "1",
+        "--table",
+        idempotency_table,
+        "--endpoint-url",
+        held_scan.url,
+    )
+
+    shown_early = terminal.read_until(lambda screen: screen[-1].startswith("scanning: "))
+    early = terminal.screen()
+    still_scanning = held_scan.holding.wait(DEADLINE_S) and terminal.process.poll() is None
+    held_scan.release.set()
+    code = terminal.finish()
+
+    assert (True, True) == (shown_early, still_scanning)
+    assert ["KEY", "STATUS"] == early[0].split()[:2]
+    assert early[1].startswith("orders#")
+    assert "scanning: 1 items read, 1 match" == early[-1]
+    screen = [line for line in terminal.screen() if line]
+    assert 0 == code
+    assert ["KEY", "STATUS", "EXPIRES", "LEASE", "OWNER"] == screen[0].split()
+    rows = screen[1:4]
+    assert sorted(key[:8] for key in keys) == sorted(row[:8] for row in rows)
+    assert all("…" in row.split()[0] and "COMPLETED" in row for row in rows)
+    assert ["scanned 3 items", "3 records"] == [line.split(" in ")[0] for line in screen[4:]]
+    assert max(map(len, screen)) <= COLUMNS
+    assert "scanning" in terminal.raw
+    assert not any("scanning" in line for line in screen)
