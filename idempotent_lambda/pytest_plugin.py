@@ -1,4 +1,4 @@
-"""pytest fixtures for testing idempotent handlers; registered through the ``pytest11`` entry point.
+"""pytest fixtures for testing idempotent handlers; registered through the `pytest11` entry point.
 
 Fixtures:
     idempotency_clock: A `ManualClock` shared by the store and the context.
@@ -6,7 +6,7 @@ Fixtures:
     lambda_context: A `FakeLambdaContext` with 30 s remaining on that clock.
 
 The store and context fixtures forget any context the test registered with
-``config.register_lambda_context`` when the test ends: the registration is process-wide, and
+`config.register_lambda_context` when the test ends: the registration is process-wide, and
 a context on a `ManualClock` never runs out of time, so it would leak into the next test.
 """
 
