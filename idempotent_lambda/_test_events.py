@@ -195,7 +195,7 @@ def _sqs_record(entry: SQSMessageFields, queue_arn: str) -> dict[str, Any]:
 def _message_attribute(value: str | bytes | float | decimal.Decimal) -> dict[str, Any]:
     attribute: dict[str, Any] = {"stringListValues": [], "binaryListValues": []}
     if isinstance(value, bytes):
-        attribute.update(binaryValue=base64.b64encode(value).decode(), dataType="Binary")
+        attribute.update(binaryValue=_base64_text(value), dataType="Binary")
     elif isinstance(value, str):
         attribute.update(stringValue=value, dataType="String")
     else:
@@ -248,7 +248,26 @@ def _dynamodb_json(item: Mapping[str, Any]) -> dict[str, Any]:
     from boto3.dynamodb.types import TypeSerializer
 
     serialise = TypeSerializer().serialize
-    return {name: serialise(_no_floats(value)) for name, value in item.items()}
+    return {name: _as_sent(serialise(_no_floats(value))) for name, value in item.items()}
+
+
+def _as_sent(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a serialised attribute as a stream delivers it: binary values base64-encoded."""
+    ((kind, content),) = value.items()
+    if kind == "B":
+        return {kind: _base64_text(content)}
+    if kind == "BS":
+        return {kind: [_base64_text(member) for member in content]}
+    if kind == "M":
+        return {kind: {name: _as_sent(member) for name, member in content.items()}}
+    if kind == "L":
+        return {kind: [_as_sent(member) for member in content]}
+    return {kind: content}
+
+
+def _base64_text(value: Any) -> str:
+    """Return binary content (`bytes`, or boto3's `Binary`) as base64 text."""
+    return base64.b64encode(bytes(value)).decode()
 
 
 def _no_floats(value: Any) -> Any:
