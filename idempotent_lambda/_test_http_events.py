@@ -150,26 +150,21 @@ def api_gateway_http_event(
     """Return an HTTP API event (payload format 2.0) for one request.
 
     With no arguments: an unauthenticated `POST /orders` with the JSON body `{}` and a fresh
-    `idempotency-key`. The arguments are those of `api_gateway_rest_event`; what differs:
+    `idempotency-key`. The arguments are those of `api_gateway_rest_event`; where they differ:
 
     Args:
-        method: The HTTP method.
-        path: The request path (`rawPath`).
+        path: The request path (`rawPath`, `requestContext.http.path`).
         route: The route's path: `routeKey` is `"{method} {route}"` (`path` by default);
             `"$default"` is the catch-all route.
-        body: As for `api_gateway_rest_event`; None leaves `body` out, as API Gateway does.
-        headers: As for `api_gateway_rest_event`; names are lower-cased and repeated values
-            comma-joined, as API Gateway delivers them.
-        idempotency_key: As for `api_gateway_rest_event`.
-        query: Query parameters: `rawQueryString` (URL-encoded) and `queryStringParameters`.
-        path_parameters: `pathParameters`.
+        body: None leaves `body` out, as API Gateway does.
+        headers: Names are lower-cased and repeated values comma-joined, as API Gateway
+            delivers them.
+        query: Sent as `rawQueryString` (URL-encoded) and `queryStringParameters`.
         claims: JWT authorizer claims, such as `{"sub": "alice"}`
             (`requestContext.authorizer.jwt.claims`; `scopes` from the `scope` claim).
         authorizer: `requestContext.authorizer` as another authorizer leaves it, such as
             `{"lambda": {"userId": "alice"}}`; `claims` are added to it.
-        stage: The stage.
-        api_id: The API's id (`requestContext.apiId`, and the `host`).
-        request_id: `requestContext.requestId`; a fresh one by default.
+        stage: The stage; `$default` by default.
     """
     route = path if route is None else route
     route_key = route if route.startswith("$") else f"{method} {route}"

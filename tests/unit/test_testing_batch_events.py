@@ -26,7 +26,7 @@ from idempotent_lambda.testing import (
     kinesis_event,
     sqs_event,
 )
-from tests.unit.test_testing_http_events import paths
+from tests.unit._event_shapes import paths, types_by_path
 
 EVENTS = Path(__file__).parents[1] / "events"
 
@@ -78,18 +78,6 @@ AWS_MSK_EVENT = {
 
 def sample(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())  # type: ignore[no-any-return]
-
-
-def types_by_path(value: Any, prefix: str = "") -> dict[str, type]:
-    """Return the JSON type at every field path (as `paths`, with the leaf types)."""
-    found: dict[str, type] = {prefix.rstrip("."): type(value)} if prefix else {}
-    if isinstance(value, dict):
-        for name, item in value.items():
-            found |= types_by_path(item, f"{prefix}{name}.")
-    elif isinstance(value, list):
-        for item in value:
-            found |= types_by_path(item, f"{prefix}[].")
-    return found
 
 
 def sqs_handler(store: InMemoryPersistenceLayer, seen: list[SQSRecord]) -> Any:

@@ -19,6 +19,7 @@ from idempotent_lambda.testing import (
     api_gateway_rest_event,
 )
 from tests.events.http_events import header
+from tests.unit._event_shapes import paths
 
 EVENTS = Path(__file__).parents[1] / "events"
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -26,19 +27,6 @@ BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
     "apigateway-v2": api_gateway_http_event,
 }
 Runs = list[dict[str, Any]]
-
-
-def paths(value: Any, prefix: str = "") -> set[str]:
-    """Return the dotted path of every field of an event (list items under `[]`)."""
-    found: set[str] = set()
-    if isinstance(value, dict):
-        for name, item in value.items():
-            found.add(prefix + name)
-            found |= paths(item, f"{prefix}{name}.")
-    elif isinstance(value, list):
-        for item in value:
-            found |= paths(item, f"{prefix}[].")
-    return found
 
 
 def request_fields(event: dict[str, Any]) -> set[str]:
