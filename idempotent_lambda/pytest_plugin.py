@@ -96,7 +96,7 @@ def idempotency_dynamodb_table(
     idempotency_table_name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[str]:
-    """Create a fresh idempotency table on the local server and yield its name.
+    """Create a fresh, empty idempotency table on the local server and yield its name.
 
     For the test, boto3 clients built anywhere reach that server: `AWS_ENDPOINT_URL_DYNAMODB`
     is set to it, with dummy credentials and a region, and the profile variables are unset.
@@ -116,10 +116,10 @@ def idempotency_dynamodb_table(
         aws_access_key_id=_LOCAL_AWS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=_LOCAL_AWS["AWS_SECRET_ACCESS_KEY"],
     )
+    _drop(client, idempotency_table_name)  # a pinned name may be taken: start empty anyway
     create_idempotency_table(client, table_name=idempotency_table_name)
     yield idempotency_table_name
-    with contextlib.suppress(client.exceptions.ResourceNotFoundException):
-        client.delete_table(TableName=idempotency_table_name)
+    _drop(client, idempotency_table_name)
 
 
 @pytest.fixture
@@ -135,3 +135,9 @@ def idempotency_dynamodb_store(
 
     yield DynamoDBPersistenceLayer(idempotency_dynamodb_table, clock=idempotency_clock)
     register(None)
+
+
+def _drop(client: Any, table_name: str) -> None:
+    """Delete the table if it exists."""
+    with contextlib.suppress(client.exceptions.ResourceNotFoundException):
+        client.delete_table(TableName=table_name)

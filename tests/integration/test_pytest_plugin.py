@@ -68,7 +68,7 @@ def test_the_table_fixture_points_boto3_at_the_server(
 
 
 def test_tables_are_fresh_per_test_and_deleted_after(pytester: pytest.Pytester) -> None:
-    """Each test gets its own table, gone after the test; a pinned name is recreated empty."""
+    """Each test gets its own table, gone after the test; a pinned name is always empty."""
     pytester.makepyfile(
         """
         import boto3
@@ -87,18 +87,28 @@ def test_tables_are_fresh_per_test_and_deleted_after(pytester: pytest.Pytester) 
             assert names[0] not in tables()
             assert idempotency_dynamodb_table in tables()
 
+        def test_a_table_left_by_someone_else(idempotency_dynamodb_table):
+            client = boto3.client("dynamodb")
+            client.create_table(
+                TableName="PinnedIdempotencyTable",
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            )
+            client.put_item(TableName="PinnedIdempotencyTable", Item={"id": {"S": "old"}})
+
         class TestPinned:
             @pytest.fixture
             def idempotency_table_name(self):
-                return "IdempotencyTable"
+                return "PinnedIdempotencyTable"
 
             @pytest.mark.parametrize("run", [1, 2])
             def test_pinned(self, idempotency_dynamodb_table, run):
                 client = boto3.client("dynamodb")
-                assert "IdempotencyTable" == idempotency_dynamodb_table
-                assert 0 == client.scan(TableName="IdempotencyTable")["Count"]
-                client.put_item(TableName="IdempotencyTable", Item={"id": {"S": "x"}})
+                assert "PinnedIdempotencyTable" == idempotency_dynamodb_table
+                assert 0 == client.scan(TableName=idempotency_dynamodb_table)["Count"]
+                client.put_item(TableName=idempotency_dynamodb_table, Item={"id": {"S": "x"}})
         """
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
