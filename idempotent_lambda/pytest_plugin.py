@@ -1,24 +1,57 @@
-"""pytest fixtures for testing idempotent handlers; registered through the ``pytest11`` entry point.
+"""pytest fixtures for testing idempotent handlers; registered through the `pytest11` entry point.
 
 Fixtures:
     idempotency_clock: A `ManualClock` shared by the store and the context.
     idempotency_store: An `InMemoryPersistenceLayer` on that clock, fresh per test.
     lambda_context: A `FakeLambdaContext` with 30 s remaining on that clock.
+    idempotency_dynamodb_store: A `DynamoDBPersistenceLayer` on that clock, on a fresh table of
+        moto's DynamoDB-compatible server (needs the `testing` extra).
+    idempotency_dynamodb_table: That fresh table's name, with boto3 pointed at the server
+        through the environment, for handlers that build their own store.
+    idempotency_table_name: The name the table gets: unique per test; override the fixture
+        to pin it.
+    idempotency_dynamodb_endpoint: The server's URL; started on 127.0.0.1 once per session.
 
 The store and context fixtures forget any context the test registered with
-``config.register_lambda_context`` when the test ends: the registration is process-wide, and
+`config.register_lambda_context` when the test ends: the registration is process-wide, and
 a context on a `ManualClock` never runs out of time, so it would leak into the next test.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from idempotent_lambda._lambda_context import register
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
-from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from idempotent_lambda.testing import (
+    FakeLambdaContext,
+    ManualClock,
+    create_idempotency_table,
+    local_dynamodb,
+)
+
+if TYPE_CHECKING:
+    from idempotent_lambda import DynamoDBPersistenceLayer
+
+#: What a test's AWS clients see: the local server, dummy credentials, a region.
+_LOCAL_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+#: What would send those clients elsewhere: a profile's credentials, or ignoring the endpoint.
+_AWAY = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+)
 
 
 @pytest.fixture
@@ -39,3 +72,72 @@ def lambda_context(idempotency_clock: ManualClock) -> Iterator[FakeLambdaContext
     """Return a Lambda context with 30 seconds remaining on the test's clock."""
     yield FakeLambdaContext(30_000, clock=idempotency_clock)
     register(None)
+
+
+@pytest.fixture(scope="session")
+def idempotency_dynamodb_endpoint() -> Iterator[str]:
+    """Start moto's DynamoDB-compatible server on 127.0.0.1 for the session; yield its URL."""
+    with local_dynamodb() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def idempotency_table_name() -> str:
+    """Return the name of the test's idempotency table: a unique one.
+
+    Override this fixture when the code under test names its table itself.
+    """
+    return f"idempotency-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def idempotency_dynamodb_table(
+    idempotency_dynamodb_endpoint: str,
+    idempotency_table_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[str]:
+    """Create a fresh, empty idempotency table on the local server and yield its name.
+
+    For the test, boto3 clients built anywhere reach that server: `AWS_ENDPOINT_URL_DYNAMODB`
+    is set to it, with dummy credentials and a region, and the profile variables are unset.
+    The table is deleted when the test ends.
+    """
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", idempotency_dynamodb_endpoint)
+    for name, value in _LOCAL_AWS.items():
+        monkeypatch.setenv(name, value)
+    for name in _AWAY:
+        monkeypatch.delenv(name, raising=False)
+    client: Any = boto3.client(
+        "dynamodb",
+        endpoint_url=idempotency_dynamodb_endpoint,
+        region_name=_LOCAL_AWS["AWS_REGION"],
+        aws_access_key_id=_LOCAL_AWS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=_LOCAL_AWS["AWS_SECRET_ACCESS_KEY"],
+    )
+    _drop(client, idempotency_table_name)  # a pinned name may be taken: start empty anyway
+    create_idempotency_table(client, table_name=idempotency_table_name)
+    yield idempotency_table_name
+    _drop(client, idempotency_table_name)
+
+
+@pytest.fixture
+def idempotency_dynamodb_store(
+    idempotency_dynamodb_table: str, idempotency_clock: ManualClock
+) -> Iterator[DynamoDBPersistenceLayer]:
+    """Return a `DynamoDBPersistenceLayer` on the test's fresh table and clock.
+
+    Its client is built on first use from the environment `idempotency_dynamodb_table` set, as
+    in Lambda.
+    """
+    from idempotent_lambda import DynamoDBPersistenceLayer
+
+    yield DynamoDBPersistenceLayer(idempotency_dynamodb_table, clock=idempotency_clock)
+    register(None)
+
+
+def _drop(client: Any, table_name: str) -> None:
+    """Delete the table if it exists."""
+    with contextlib.suppress(client.exceptions.ResourceNotFoundException):
+        client.delete_table(TableName=table_name)

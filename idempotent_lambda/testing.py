@@ -1,14 +1,25 @@
-"""Test kit for users of idempotent_lambda: a Lambda context, a clock you move, table set-up.
+"""Test kit for users of idempotent_lambda: events, a Lambda context, a clock you move, tables.
 
-Typical unit test with the bundled pytest fixtures (the plugin loads automatically)::
+A unit test with the bundled pytest fixtures (the plugin loads automatically):
 
-    def test_retry_replays(idempotency_store, lambda_context):
-        handler = make_handler(idempotency_store)
-        first = handler({"order_id": 1}, lambda_context)
-        assert first == handler({"order_id": 1}, lambda_context)
+```python
+def test_retry_replays(idempotency_store, lambda_context):
+    handler = make_handler(idempotency_store)
+    event = api_gateway_http_event(body={"sku": "A1"})
+    first = handler(event, lambda_context)
+    assert first["body"] == handler(event, lambda_context)["body"]
+```
 
-Move time instead of sleeping: ``idempotency_clock.advance(seconds=3601)`` expires records and
-shrinks ``lambda_context``'s remaining time alike.
+Move time instead of sleeping: `idempotency_clock.advance(seconds=3601)` expires records and
+shrinks `lambda_context`'s remaining time alike.
+
+The event builders (`api_gateway_rest_event`, `api_gateway_http_event`, `sqs_event`,
+`dynamodb_stream_event`, `kinesis_event`, `kafka_event`) each return a valid event when called
+with no arguments; keyword arguments set what a test cares about. Identifiers are fresh on
+every call and sequence numbers and offsets keep growing, as on a real queue or stream: to
+model a retry, send the same event again, or pin the id. A batch builder makes one record from
+its keywords, or one per entry of `records=` (a dict of the same keywords, overriding them for
+that record): `sqs_event(records=[{"body": {"n": 1}}, {"body": {"n": 2}}])`.
 """
 
 from __future__ import annotations
@@ -21,14 +32,37 @@ from contextlib import contextmanager
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._test_events import (
+    SQSMessageFields,
+    StreamRecordFields,
+    dynamodb_stream_event,
+    sqs_event,
+)
+from idempotent_lambda._test_http_events import api_gateway_http_event, api_gateway_rest_event
+from idempotent_lambda._test_kinesis_kafka_events import (
+    KafkaRecordFields,
+    KinesisRecordFields,
+    kafka_event,
+    kinesis_event,
+)
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 
 __all__ = [
     "FakeLambdaContext",
+    "KafkaRecordFields",
+    "KinesisRecordFields",
     "ManualClock",
+    "SQSMessageFields",
+    "StreamRecordFields",
+    "api_gateway_http_event",
+    "api_gateway_rest_event",
     "create_idempotency_table",
+    "dynamodb_stream_event",
+    "kafka_event",
+    "kinesis_event",
     "local_dynamodb",
     "serialise_moto_writes",
+    "sqs_event",
 ]
 
 
@@ -55,7 +89,7 @@ class ManualClock:
             return self._now_ms
 
     def set(self, now_ms: int) -> None:
-        """Jump to ``now_ms`` (backwards too, to simulate a skewed instance)."""
+        """Jump to `now_ms` (backwards too, to simulate a skewed instance)."""
         with self._lock:
             self._now_ms = now_ms
 
@@ -63,13 +97,13 @@ class ManualClock:
 class FakeLambdaContext:
     """A stand-in for the Lambda context object, with a deadline you control.
 
-    Remaining time is measured on ``clock``, so advancing a `ManualClock` brings the deadline
+    Remaining time is measured on `clock`, so advancing a `ManualClock` brings the deadline
     closer exactly as it would in Lambda.
 
     Args:
         timeout_ms: Remaining time at construction.
         clock: Time source; the wall clock by default.
-        function_name: Reported as ``function_name`` and in the function ARN.
+        function_name: Reported as `function_name` and in the function ARN.
     """
 
     def __init__(
@@ -97,7 +131,7 @@ class FakeLambdaContext:
         return max(self._deadline_ms - self._clock.now_ms(), 0)
 
     def set_remaining_ms(self, remaining_ms: int) -> None:
-        """Move the deadline so that ``remaining_ms`` are left from now."""
+        """Move the deadline so that `remaining_ms` are left from now."""
         self._deadline_ms = self._clock.now_ms() + remaining_ms
 
 
@@ -108,10 +142,10 @@ _moto_patched = False
 def serialise_moto_writes() -> None:
     """Make moto's DynamoDB apply writes to its tables one at a time, as DynamoDB does per item.
 
-    moto checks a ``ConditionExpression`` and writes the item in the request thread without a
+    moto checks a `ConditionExpression` and writes the item in the request thread without a
     lock, so under real concurrency (moto's threaded server mode) two racing conditional writes
     can both succeed — about once in a thousand races. DynamoDB never allows that. Call this once
-    before starting an in-process moto server (``ThreadedMotoServer``) for concurrency tests so
+    before starting an in-process moto server (`ThreadedMotoServer`) for concurrency tests so
     they test your code rather than moto. Idempotent; affects only the current process.
     """
     global _moto_patched  # noqa: PLW0603 - a process-wide, once-only patch of a third-party class
@@ -140,11 +174,11 @@ def local_dynamodb() -> Iterator[str]:
 
     Real HTTP and real conditional-write evaluation, no AWS account: for integration tests and
     local runs. Writes are serialised as DynamoDB serialises them (`serialise_moto_writes`) and
-    the server's per-request access log is silenced. Needs ``moto[server]``. Point clients at the
-    URL with ``endpoint_url=`` or ``AWS_ENDPOINT_URL_DYNAMODB``, with any dummy credentials.
+    the server's per-request access log is silenced. Needs `moto[server]`. Point clients at the
+    URL with `endpoint_url=` or `AWS_ENDPOINT_URL_DYNAMODB`, with any dummy credentials.
 
     Raises:
-        ImportError: moto's server is not installed; ``pip install 'idempotent-lambda[testing]'``.
+        ImportError: moto's server is not installed; `pip install 'idempotent-lambda[testing]'`.
     """
     try:
         from moto.server import ThreadedMotoServer

@@ -1,6 +1,5 @@
-import json
-
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+from idempotent_lambda.testing import sqs_event
 
 
 def make_handler(store, runs):
@@ -15,15 +14,7 @@ def make_handler(store, runs):
 def test_redelivery_replays(idempotency_store, lambda_context):
     runs = []
     handler = make_handler(idempotency_store, runs)
-    event = {
-        "Records": [
-            {
-                "messageId": "m-1",
-                "body": json.dumps({"order_id": 1}),
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
-            }
-        ]
-    }
+    event = sqs_event(body={"order_id": 1}, message_id="m-1")
     assert handler(event, lambda_context) == {"batchItemFailures": []}
     assert handler(event, lambda_context) == {"batchItemFailures": []}  # SQS redelivered it
     assert runs == ["m-1"]

@@ -35,6 +35,7 @@ import pytest
 from idempotent_lambda import IdempotencyValidationError
 from idempotent_lambda.exceptions import IdempotencyTransactionConflictError
 from idempotent_lambda.testing import FakeLambdaContext, create_idempotency_table
+from idempotent_lambda.testing import sqs_event as sqs_batch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUCKET = "my-idempotency-results"
@@ -218,6 +219,17 @@ def run_send_welcome(module: ModuleType) -> None:
     assert [("ana@example.com",)] == module.send_welcome.args
 
 
+def run_testing_payments(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", "IdempotencyTable")  # read when it is imported
+    module = load_example(module_path.relative_to(EXAMPLES).as_posix())
+    module.capture = Calls(lambda payment_id, amount: f"rcpt_{payment_id}")
+    payment_id = event_id()
+    event = sqs_batch(body={"payment_id": payment_id, "amount": "10.00"})
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert [(payment_id, "10.00")] == module.capture.args
+
+
 # --------------------------------------------------------------------------------- production
 def emf_documents(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if '"_aws"' in line]
@@ -372,6 +384,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "sqs/process_payments.py": run_process_payments,
     "sqs/concurrent_batch.py": run_concurrent_batch,
     "streams/send_welcome.py": run_send_welcome,
+    "testing/payments.py": run_testing_payments,
     "production/emf_metrics.py": run_emf_metrics,
     "production/powertools_metrics.py": run_powertools_metrics,
     "production/powertools_logger.py": run_powertools_logger,
@@ -387,6 +400,9 @@ TEST_MODULES = [
     "testing/test_handler.py",
     "testing/test_batch_handler.py",
     "testing/test_with_moto.py",
+    "testing/test_dynamodb_store.py",
+    "testing/test_payments.py",
+    "http/test_create_order.py",
 ]
 
 
