@@ -30,7 +30,7 @@ import datetime
 import decimal
 import functools
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -43,6 +43,7 @@ from idempotent_lambda.adapters._batch import (
     MalformedEventError,
     MalformedRecordError,
     PartialBatchResponse,
+    at,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
@@ -270,14 +271,6 @@ def _deserializer() -> Any:
     return StreamDeserializer()
 
 
-def _identify(raw: Any) -> str | None:
-    if not isinstance(raw, Mapping):
-        return None
-    change = raw.get("dynamodb")
-    sequence_number = change.get("SequenceNumber") if isinstance(change, Mapping) else None
-    return sequence_number if isinstance(sequence_number, str) and sequence_number else None
-
-
 def _default_key(raw: Mapping[str, Any]) -> Any:
     change = raw["dynamodb"]
     return {
@@ -287,21 +280,9 @@ def _default_key(raw: Mapping[str, Any]) -> Any:
     }
 
 
-def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
-    """Each record's item: its keys as delivered, canonically ordered (a batch is one shard).
-
-    When a record's item cannot be read, nothing can be said about what it orders against, so
-    the whole batch becomes one chain: in sequence order, stopping at the first failure.
-    """
-    items = [_item(raw) for raw in records]
-    if None in items:
-        return ["batch"] * len(records)
-    return list(items)
-
-
 def _item(raw: Mapping[str, Any]) -> str | None:
-    change = raw.get("dynamodb")
-    keys = change.get("Keys") if isinstance(change, Mapping) else None
+    """Return the record's item, its keys as delivered canonically ordered (a batch is a shard)."""
+    keys = at("dynamodb", "Keys")(raw)
     if not isinstance(keys, Mapping):
         return None
     try:
@@ -310,17 +291,11 @@ def _item(raw: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _always(records: Sequence[Mapping[str, Any]]) -> bool:
-    """Streams carry no redelivery hint, and a retried shard resends its whole tail."""
-    return True
-
-
 STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
     name="dynamodb_stream",
-    identify=_identify,
     parse=DynamoDBStreamRecord.from_raw,
+    identifier=at("dynamodb", "SequenceNumber"),
     default_key=_default_key,
-    chains=_chains,
-    checkpoint=True,
-    may_be_redelivered=_always,
+    chain=_item,
+    checkpoint=True,  # streams carry no redelivery hint: a retried shard resends its tail
 )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from idempotent_lambda.adapters._batch import (
     MalformedEventError,
     MalformedRecordError,
     PartialBatchResponse,
+    at,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
@@ -245,48 +246,22 @@ def _base64(value: Any) -> bytes | None:
         raise MalformedRecordError("SQS record with a binary attribute that is not base64") from exc
 
 
-def _identify(raw: Any) -> str | None:
-    if not isinstance(raw, Mapping):
-        return None
-    message_id = raw.get("messageId")
-    return message_id if isinstance(message_id, str) and message_id else None
-
-
-def _default_key(raw: Mapping[str, Any]) -> Any:
-    return raw["messageId"]
-
-
-def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
-    return [_chain(raw) for raw in records]
-
-
 def _chain(raw: Mapping[str, Any]) -> Hashable | None:
     """FIFO: the message group (a record without one is a group of its own); else None."""
     if not is_fifo_arn(raw.get("eventSourceARN")):
         return None
-    attributes = raw.get("attributes")
-    group = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
+    group = _group(raw)
     return ("group", group) if isinstance(group, str) else ("message", raw.get("messageId"))
 
 
-def _may_be_redelivered(records: Sequence[Mapping[str, Any]]) -> bool:
-    """False only when every message says it is received for the first time."""
-    for raw in records:
-        attributes = raw.get("attributes")
-        count = (
-            attributes.get("ApproximateReceiveCount") if isinstance(attributes, Mapping) else None
-        )
-        if count != "1":
-            return True
-    return False
-
+_group = at("attributes", "MessageGroupId")
+_receive_count = at("attributes", "ApproximateReceiveCount")
 
 SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
     name="sqs",
-    identify=_identify,
     parse=SQSRecord.from_raw,
-    default_key=_default_key,
-    chains=_chains,
-    checkpoint=False,
-    may_be_redelivered=_may_be_redelivered,
+    identifier=at("messageId"),
+    default_key=at("messageId"),
+    chain=_chain,
+    first_delivery=lambda raw: _receive_count(raw) == "1",
 )

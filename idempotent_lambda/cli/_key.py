@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
-from idempotent_lambda._identity import default_prefix, derive_invocation
+from idempotent_lambda._entry import default_prefix
+from idempotent_lambda._identity import derive_invocation
 from idempotent_lambda.cli import _views
 from idempotent_lambda.cli._views import NOT_FOUND, OK, CliError
 from idempotent_lambda.config import IdempotencyConfig
