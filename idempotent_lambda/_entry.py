@@ -176,11 +176,7 @@ def named_by(function: Callable[..., Any]) -> Any:
 
 
 def default_prefix(function: Callable[..., Any], record_format: RecordFormat = NATIVE) -> str:
-    """Return ``"{function name}.{module}.{qualname}"``, the function name read now.
-
-    The function name is ``AWS_LAMBDA_FUNCTION_NAME``, else what ``record_format`` says
-    (``"local"`` natively, ``"test-func"`` as Powertools does).
-    """
+    """Return ``"{function name}.{module}.{qualname}"``, the name read now by the format."""
     named = named_by(function)
     return f"{record_format.function_name()}.{named.__module__}.{named.__qualname__}"
 

@@ -1,4 +1,11 @@
-"""The public decorators: `idempotent` for handlers, `idempotent_function` for any function."""
+"""The public decorators: `idempotent` for handlers, `idempotent_function` for any function.
+
+Both work on `def` and `async def` functions and raise `IdempotencyConfigError` at decoration
+time when an argument is not usable (a `data_keyword_argument` that is not a parameter, say).
+A handler's Lambda context is bound while it runs: its remaining time is the lease, also for
+nested `idempotent_function` calls. Results come back as dataclass or pydantic instances when
+the serializer says so or the return annotation names such a class.
+"""
 
 from __future__ import annotations
 
@@ -28,16 +35,10 @@ def idempotent(
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a Lambda handler ``handler(event, context)`` run once per logical request.
 
-    The handler's context is bound while it runs: its remaining time is the lease, also for
-    nested `idempotent_function` calls.
-
     Args:
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-
-    Raises:
-        IdempotencyConfigError: The store or config is not usable (at decoration time).
     """
     entry = Entry(persistence_store, config, key_prefix)
 
@@ -55,19 +56,14 @@ def idempotent_function(
     output_serializer: Any = None,
     key_prefix: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Make any function run once per payload, where the payload is one of its arguments.
+    """Make any function run once per payload, one of its arguments.
 
     Args:
-        data_keyword_argument: The parameter holding the payload, passed by keyword or position.
+        data_keyword_argument: The parameter holding the payload (by keyword or position).
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
-        output_serializer: A serializer (``to_dict``/``from_dict``), or a dataclass or pydantic
-            class to replay results as; derived from the return annotation when omitted.
+        output_serializer: A serializer, or a dataclass or pydantic class to replay results as.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-
-    Raises:
-        IdempotencyConfigError: ``data_keyword_argument`` is not a parameter of the function, or
-            an argument is not usable (at decoration time).
     """
     entry = Entry(persistence_store, config, key_prefix)
 

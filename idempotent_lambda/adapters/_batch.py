@@ -16,16 +16,18 @@ each through the engine and answers with Lambda's partial batch response,
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
   the batch may be a redelivery; COMPLETED records replay from that read.
 
-A new source declares what sets it apart, for instance:
+A new source declares what sets it apart, and its adapter calls `batch_decorator` with it:
 
-    SOURCE = BatchSource(
-        name="kinesis",
-        parse=KinesisRecord.from_raw,
-        identifier=at("kinesis", "sequenceNumber"),
-        default_key=at("kinesis", "sequenceNumber"),
-        chain=at("kinesis", "partitionKey"),
-        checkpoint=True,
-    )
+```python
+SOURCE = BatchSource(
+    name="kinesis",
+    parse=KinesisRecord.from_raw,
+    identifier=at("kinesis", "sequenceNumber"),
+    default_key=at("kinesis", "sequenceNumber"),
+    chain=at("kinesis", "partitionKey"),
+    checkpoint=True,
+)
+```
 """
 
 from __future__ import annotations
@@ -64,7 +66,6 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
     MalformedEventError,
-    MalformedRecordError,
 )
 from idempotent_lambda.persistence.protocol import BatchReadStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -76,8 +77,6 @@ __all__ = [
     "BatchHandler",
     "BatchItemFailure",
     "BatchSource",
-    "MalformedEventError",
-    "MalformedRecordError",
     "PartialBatchResponse",
     "at",
     "batch_decorator",
@@ -274,9 +273,9 @@ class _Batches(Generic[RecordT]):
         known = self._read_all(records, keys)
         stored = [None if key is None else known.get(key) for key in keys]
         progress = BatchProgress(
-            self.source.name,
-            identifiers,
-            chains,
+            source=self.source.name,
+            identifiers=identifiers,
+            chains=chains,
             checkpoint=self.source.checkpoint,
             lease_context=bound or self.config.bound_context(),
             margin_ms=self.margin_ms,
@@ -412,12 +411,9 @@ class _Record(Generic[RecordT]):
         return None
 
     def _failure(self, exc: BaseException) -> BaseException | None:
-        """Return ``exc`` unless it says the record already ran (its result is just unstorable).
-
-        `IdempotencyUnstorableResultError` from the record's own flow means the body ran (now
-        or before) and a retry can only raise again: the record is done. Raised by the body
-        itself (a nested call), it is the body's failure like any other.
-        """
+        """Return ``exc``; None when it says the record ran and only its result is unstorable."""
+        # From the record's own flow, a retry could only raise again: the record is done. Raised
+        # by the body itself (a nested call), it is the body's failure like any other.
         if isinstance(exc, IdempotencyUnstorableResultError) and not self.body.raised:
             return None
         return exc

@@ -22,6 +22,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
@@ -54,13 +55,14 @@ def unique(identifiers: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(identifiers))
 
 
+@dataclass
 class BatchProgress:
     """The outcome of each record of one batch, and whether (and why) the batch stopped.
 
     Safe to use from the lanes' threads: each record's outcome is written by the one lane that
     runs it (and a chain lives in one lane), and stopping is guarded by a lock.
 
-    Args:
+    Attributes:
         source: Source name in log lines.
         identifiers: Each record's ``itemIdentifier``.
         chains: Each record's chain (None: independent).
@@ -69,26 +71,19 @@ class BatchProgress:
         margin_ms: No record starts with less time than this left.
     """
 
-    def __init__(
-        self,
-        source: str,
-        identifiers: list[str],
-        chains: Sequence[Hashable | None],
-        *,
-        checkpoint: bool,
-        lease_context: LambdaContextLike | None,
-        margin_ms: int,
-    ) -> None:
-        self.source = source
-        self.identifiers = identifiers
-        self.chains = chains
-        self.checkpoint = checkpoint
-        self.lease_context = lease_context
-        self.margin_ms = margin_ms
-        self.outcomes: list[str] = [_NOT_RUN] * len(identifiers)
-        self._broken: set[Hashable] = set()
-        self._stopped: str | None = None
-        self._lock = threading.Lock()
+    source: str
+    identifiers: list[str]
+    chains: Sequence[Hashable | None]
+    checkpoint: bool
+    lease_context: LambdaContextLike | None
+    margin_ms: int
+    outcomes: list[str] = field(init=False)
+    _broken: set[Hashable] = field(default_factory=set, init=False)
+    _stopped: str | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.outcomes = [_NOT_RUN] * len(self.identifiers)
 
     def may_start(self, index: int) -> bool:
         """Tell whether record ``index`` may start; if not, mark it not processed."""

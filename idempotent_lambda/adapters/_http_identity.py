@@ -1,13 +1,10 @@
-"""Who sent a proxy request, and the invocation the request stands for.
+"""The invocation a proxy request stands for, and who sent it.
 
-The key's material is `{"method", "api", "stage", "route", "caller", "key"}`: the same key sent
-by two callers, or to two routes, methods, APIs or stages, names different records. The
-fingerprint (the validation hash) covers method, path, raw query, `Content-Type` and body,
-unless `payload_validation_jmespath` replaces it.
-
-A stored response must never reach another caller, so the caller is read from fields the
-platform sets. The first setup whose authentication context is present in the event decides (an
-API method has one authorization type); paths are under `requestContext`:
+The key's material is `{"method", "api", "stage", "route", "caller", "key"}`; the fingerprint
+(the validation hash) covers method, path, raw query, `Content-Type` and body, unless
+`payload_validation_jmespath` replaces it. A stored response must never reach another caller:
+the caller comes from fields the platform sets, those of the first setup whose authentication
+context the event carries (an API method has one authorization type), under `requestContext`:
 
 | setup | caller, first present of |
 |---|---|
@@ -27,10 +24,8 @@ adapter fails closed rather than share one scope between callers.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,6 +38,7 @@ from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.adapters._http_request import (
     HttpRequest,
     InvalidKeyError,
+    event_view,
     method_of,
     parse_request,
     read_key,
@@ -74,12 +70,9 @@ _OIDC_HEADERS = ("x-amzn-oidc-data", "x-amzn-oidc-accesstoken", "x-amzn-oidc-ide
 
 
 class RejectedError(Exception):
-    """Answer the request with a problem response; the handler does not run.
+    """Answer with a problem response (400, or 500 for an unknown caller); the handler won't run.
 
-    Attributes:
-        status: 400, or 500 when an authenticated caller cannot be told (fail closed).
-        reason: A fixed tag for the log line.
-        field: Where the unknown caller was expected (500 only).
+    ``reason`` tags the log line; ``field`` says where an unknown caller was expected.
     """
 
     def __init__(
@@ -104,11 +97,7 @@ def _malformed(detail: str) -> RejectedError:
 
 
 class CallerUnknownError(Exception):
-    """The request is authenticated, but no caller can be read from it.
-
-    Attributes:
-        field: Where the caller was expected (a path in the event; never its content).
-    """
+    """The request is authenticated, but no caller can be read from where ``field`` says."""
 
     def __init__(self, field: str) -> None:
         super().__init__(field)
@@ -166,7 +155,7 @@ class IdentityReader:
         config = self.config
         view = None
         if (key is None and config.event_key_jmespath) or config.payload_validation_jmespath:
-            view = _event_view(event, request.body)  # the body is parsed once, for both
+            view = event_view(event, request.body)  # the body is parsed once, for both
         material: Any = key
         if key is None and config.event_key_jmespath:
             material = _extract(config.key_material, view)
@@ -242,17 +231,8 @@ class IdentityReader:
 class CallerPolicy:
     """Derive the caller part of a request's scope, as ``idempotent_http`` was told to.
 
-    Args:
-        caller: A JMESPath expression evaluated on the raw event, or a callable taking the event;
-            either returns the caller's id (a string) or None to fall back to the platform's
-            fields. None: the platform's fields only.
-        caller_scope: ``"caller"`` (the default) scopes keys per caller and fails closed when an
-            authenticated request has no derivable caller; ``"shared"`` leaves the caller out of
-            the scope: every caller shares one key space.
-
-    Raises:
-        IdempotencyConfigError: ``caller`` is neither, or its expression does not compile;
-            ``caller_scope`` is not one of the two values.
+    ``caller`` and ``caller_scope`` are `idempotent_http`'s; an unusable one raises
+    `IdempotencyConfigError`.
     """
 
     def __init__(self, caller: CallerOption, caller_scope: str) -> None:
@@ -447,15 +427,3 @@ def _extract(extract: Callable[[Any], Any], view: Any) -> Any:
         raise RejectedError(
             400, "expression-failed", "Unreadable request", str(exc), problem_type="about:blank"
         ) from None
-
-
-def _event_view(event: Mapping[str, Any], body: str | bytes) -> dict[str, Any]:
-    """Return the event as expressions see it: a shallow copy with the body parsed as JSON.
-
-    A body that is not JSON (or not UTF-8) is left as the event carried it, so
-    ``powertools_json(body)`` fails on it as it would in Powertools.
-    """
-    view = dict(event)
-    with contextlib.suppress(ValueError, RecursionError):  # not UTF-8, not JSON, too deep
-        view["body"] = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
-    return view

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import enum
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,11 +66,8 @@ class HttpRequest:
 
     Attributes:
         route: The route the request matched (see the module docstring).
-        api: ``apiId`` (else ``domainName``), or the ALB's target group ARN; None when absent.
-        stage: The API's stage; None for ALB events.
-        query: Sorted ``(name, (values...))`` pairs as the event holds them: undecoded from a v2
-            ``rawQueryString`` or an ALB event, decoded by API Gateway in v1.
-        key_values: Every value of the idempotency key header (usually one, or none).
+        query: Sorted ``(name, (values...))`` pairs as the event holds them (v2 and ALB: not
+            decoded).
         body: Bytes when it was base64-encoded (decoded here), else the text.
     """
 
@@ -326,3 +326,14 @@ def _string(value: Any, what: str) -> str:
 
 def _optional_string(value: Any, what: str) -> str | None:
     return None if value is None else _string(value, what)
+
+
+def event_view(event: Mapping[str, Any], body: str | bytes) -> dict[str, Any]:
+    """Return the event as expressions see it: a shallow copy with the body parsed as JSON.
+
+    A body that is not JSON is left as it is, so ``powertools_json(body)`` fails as in Powertools.
+    """
+    view = dict(event)
+    with contextlib.suppress(ValueError, RecursionError):  # not UTF-8, not JSON, too deep
+        view["body"] = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
+    return view
