@@ -213,8 +213,9 @@ def reserve_default_prefix(store: object, function: Callable[..., Any]) -> None:
     Two functions with one ``module.qualname`` (handlers built by one factory, two lambdas in one
     module) would share keys and replay each other's results. The check is per store object, and
     the same function decorated twice is no collision. A rebuilt function (a factory called
-    again, a module reloaded) is accepted once the earlier one has been freed. Neither functions
-    nor stores are kept alive; a store that cannot be weakly referenced is not checked.
+    again, a module reloaded) is accepted once the earlier one has been freed, by reference
+    counting or by a collection (nothing here runs the collector). Stores are held weakly (one
+    that cannot be is not checked), and so are functions, where they can be.
 
     Raises:
         IdempotencyConfigError: A different function, still alive, holds that prefix on ``store``.

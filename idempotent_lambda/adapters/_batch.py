@@ -203,18 +203,18 @@ def batch_decorator(
     def decorate(function: Callable[[RecordT, Any], object]) -> BatchHandler:
         if not callable(function):
             raise IdempotencyConfigError("the decorated record handler must be callable")
-        batch = _Batches(source, function, entry, max_concurrency, margin)
+        handler = _BatchHandler(source, function, entry, max_concurrency, margin)
 
         @functools.wraps(function)
         def batch_handler(event: Any, context: Any = None) -> PartialBatchResponse:
-            return batch.handle(event, context)
+            return handler.handle(event, context)
 
         return batch_handler
 
     return decorate
 
 
-class _Batches(Generic[RecordT]):
+class _BatchHandler(Generic[RecordT]):
     """Everything one decorated record handler keeps across batches."""
 
     def __init__(
@@ -337,7 +337,7 @@ class _Record(Generic[RecordT]):
     """
 
     def __init__(
-        self, batch: _Batches[RecordT], raw: Raw, context: Any, prefix: str, disabled: bool
+        self, batch: _BatchHandler[RecordT], raw: Raw, context: Any, prefix: str, disabled: bool
     ) -> None:
         self.batch = batch
         self.raw = raw

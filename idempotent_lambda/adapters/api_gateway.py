@@ -238,15 +238,14 @@ class _HttpAnswer:
             )
         if isinstance(error, IdempotencyAlreadyInProgressError):
             end = error.lease_expires_at_ms
+            wait_s = 1 if end is None else max(1, math.ceil((end - self.clock.now_ms()) / 1000))
             return problem(
                 family,
                 409,
                 f"A request is outstanding for this {header}",
                 "The first request with this key is still being processed; retry later.",
                 problem_type=IDEMPOTENCY_PROBLEM_TYPE,
-                retry_after=1
-                if end is None
-                else max(1, math.ceil((end - self.clock.now_ms()) / 1000)),
+                retry_after=wait_s,
             )
         if isinstance(error, IdempotencyPersistenceLayerError):
             return problem(
