@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import os
-import threading
-import weakref
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from idempotent_lambda._effects import StoreTally
-from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
-from idempotent_lambda._record_format import NATIVE, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
+from idempotent_lambda.exceptions import IdempotencyKeyError
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
@@ -45,97 +39,6 @@ class Invocation(NamedTuple):
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
         return max(now_ms // 1000 + expires_after_seconds, -(-self.lease_end_ms // 1000))
-
-
-def default_prefix(function: Callable[..., Any]) -> str:
-    """Return ``"{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}"`` (env read now)."""
-    return f"{lambda_function_name()}.{function.__module__}.{function.__qualname__}"
-
-
-_reserved: dict[int, dict[str, Callable[[], object]]] = {}  # id(store) -> name -> function
-_reserved_lock = threading.RLock()  # gc.collect() below may run code that decorates
-
-
-def reserve_default_prefix(store: object, function: object, named_by: Any = None) -> None:
-    """Refuse a second, different function whose default prefix is already used on ``store``.
-
-    Two functions with one ``module.qualname`` (handlers built by one factory, two lambdas in
-    one module) would share keys and replay each other's results. The check is per store
-    object: a test suite that rebuilds a handler with a fresh store for each test is fine. The
-    same function object decorated twice is no collision. A rebuilt function (a factory called
-    again, a module reloaded) is a different function: it is accepted once the earlier one is
-    garbage, refused while it is alive. Functions and stores are held weakly, so neither is kept
-    alive by the check; a store that cannot be weakly referenced is not checked.
-
-    Args:
-        store: The persistence store the function is decorated with.
-        function: The decorated function (or callable object).
-        named_by: What the default prefix is named after, when not ``function`` itself (the
-            class of a callable object).
-
-    Raises:
-        IdempotencyConfigError: A different function, still alive, holds that prefix on
-            ``store``.
-    """
-    source: Any = function if named_by is None else named_by
-    name = f"{source.__module__}.{source.__qualname__}"
-    with _reserved_lock:
-        names = _reserved.get(id(store))
-        if names is None:
-            try:
-                finalizer = weakref.finalize(store, _reserved.pop, id(store), None)
-            except TypeError:
-                return
-            finalizer.atexit = False
-            names = _reserved[id(store)] = {}
-        holder = names.get(name)
-        if holder is not None and _another(holder, function):
-            gc.collect()  # an earlier function kept only by a reference cycle is garbage
-        if holder is not None and _another(holder, function):
-            raise IdempotencyConfigError(
-                f"another function already uses the default key prefix {name!r} on this "
-                "persistence store (handlers built by one factory, or two lambdas in one "
-                "module, share their module and qualname); pass key_prefix= to tell their "
-                "keys apart"
-            )
-        names[name] = _weak(function)
-
-
-def _another(holder: Callable[[], object], function: object) -> bool:
-    """Tell whether ``holder`` still holds a function other than ``function`` (by identity)."""
-    current = holder()
-    return current is not None and current is not function
-
-
-def _weak(function: object) -> Callable[[], object]:
-    try:
-        return weakref.ref(function)
-    except TypeError:  # an object without weak references: hold it
-        return lambda: function
-
-
-def prefix_source(
-    function: Callable[..., Any], record_format: RecordFormat = NATIVE
-) -> Callable[[], str]:
-    """Return a function that answers `default_prefix` for ``function`` on every call.
-
-    The environment is still read on each call; the prefix is rebuilt only when the function name
-    it reads has changed. Another ``record_format`` names an unnamed function its own way.
-    """
-    if record_format is not NATIVE:
-        function_name = record_format.function_name
-        path = f"{function.__module__}.{function.__qualname__}"
-        return lambda: f"{function_name()}.{path}"
-    built = ("", "")
-
-    def prefix() -> str:
-        nonlocal built
-        name = lambda_function_name()
-        if name is not built[0]:
-            built = (name, f"{name}.{function.__module__}.{function.__qualname__}")
-        return built[1]
-
-    return prefix
 
 
 def digest(config: IdempotencyConfig, value: Any) -> str:

@@ -1,63 +1,71 @@
-"""The batch loop shared by the SQS and DynamoDB Stream adapters.
+"""The batch adapter every event source shares: a source is a `BatchSource`, the rest is here.
 
-One call of a batch handler reads the event's ``Records``, plans which records must keep their
-order, runs each record through the idempotency state machine and answers with Lambda's partial
-batch response, ``{"batchItemFailures": [{"itemIdentifier": ...}, ...]}``: the records to retry.
-
-Rules both sources share:
+One call of a batch handler reads the event's records, plans which must keep their order, runs
+each through the engine and answers with Lambda's partial batch response,
+`{"batchItemFailures": [{"itemIdentifier": ...}, ...]}`: the records to retry. The rules:
 
 - A problem with one record (malformed, no key, in progress elsewhere, handler raised, store
-  failed) fails that record alone. The batch handler never raises because of a record.
-- Ordered sources keep order per *chain* (a FIFO message group, a stream item): its records run
-  in batch order, and once one fails the rest of the chain is reported without running. Other
-  chains go on. Streams report every record from the first failure on (Lambda's checkpoint).
-- Records that share an idempotency key run one after the other in batch order, so a duplicate
-  replays the first one's result instead of finding it in progress.
-- Time budget: before a record starts, the Lambda context's remaining time is checked; below the
-  safety margin the batch stops and the rest is reported, instead of Lambda killing it mid-record.
-- Concurrency: each *lane* (the records tied by a chain or a key) runs in order; up to
-  ``max_concurrency`` lanes run at once in a thread pool sharing the store's one client (or as
-  asyncio tasks for ``async def`` handlers), each bound to the batch's Lambda context. The answer
-  is the same as with ``max_concurrency=1``.
-- One read: before any record runs, every key is read at once when the store can
-  (`BatchReadStore`) and the batch may be a redelivery; COMPLETED records replay from that read.
+  failed) fails that record alone, with a log line; the batch handler raises only
+  `MalformedEventError`, for an event that is not a batch at all.
+- The records of a *chain* (a FIFO message group, a stream item) run in batch order, and once
+  one fails the rest of the chain is reported without running; streams report every record from
+  the first failure on (Lambda's checkpoint). Records that share a key run one after the other,
+  so a duplicate replays the first one's result. See `idempotent_lambda.adapters._batch_lanes`.
+- Before a record starts, the Lambda context's remaining time is checked; below the safety
+  margin the rest of the batch is reported instead of Lambda killing it mid-record.
+- Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
+  the batch may be a redelivery; COMPLETED records replay from that read.
 
-This module holds the decorator and the types the sources share; the rules live in
-`_batch_source` (what a source provides), `_batch_progress` (what is reported), `_batch_records`
-(one record's run) and `_batch_lanes` (lanes and concurrency).
+A new source declares what sets it apart, and its adapter calls `batch_decorator` with it:
+
+```python
+SOURCE = BatchSource(
+    name="kinesis",
+    parse=KinesisRecord.from_raw,
+    identifier=at("kinesis", "sequenceNumber"),
+    default_key=at("kinesis", "sequenceNumber"),
+    chain=at("kinesis", "partitionKey"),
+    checkpoint=True,
+)
+```
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-from idempotent_lambda._engine import IdempotentCall
-from idempotent_lambda._identity import reserve_default_prefix
-from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
-from idempotent_lambda.adapters._batch_lanes import (
-    plan_lanes,
-    run_coroutine,
-    run_lanes,
-    run_lanes_async,
+from idempotent_lambda._effects import TrackedBody
+from idempotent_lambda._engine import Derive
+from idempotent_lambda._entry import Entry, is_async
+from idempotent_lambda._env import idempotency_disabled
+from idempotent_lambda._identity import Invocation, build_invocation
+from idempotent_lambda._lambda_context import (
+    LambdaContextLike,
+    as_lambda_context,
+    current_lambda_context,
 )
-from idempotent_lambda.adapters._batch_progress import (
+from idempotent_lambda._observability import Outcome
+from idempotent_lambda.adapters._batch_lanes import (
     BatchItemFailure,
     BatchProgress,
     PartialBatchResponse,
     partial_response,
+    plan_lanes,
+    run_coroutine,
+    run_lanes,
+    run_lanes_async,
     unique,
 )
-from idempotent_lambda.adapters._batch_records import RecordRunner, prefix_named_by
-from idempotent_lambda.adapters._batch_source import BatchSource
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
-    IdempotencyError,
     IdempotencyPersistenceLayerError,
+    IdempotencyUnstorableResultError,
+    MalformedEventError,
 )
 from idempotent_lambda.persistence.protocol import BatchReadStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -69,13 +77,13 @@ __all__ = [
     "BatchHandler",
     "BatchItemFailure",
     "BatchSource",
-    "MalformedEventError",
-    "MalformedRecordError",
     "PartialBatchResponse",
+    "at",
     "batch_decorator",
 ]
 
 RecordT = TypeVar("RecordT")
+Raw = Mapping[str, Any]
 
 logger = logging.getLogger("idempotent_lambda.batch")
 
@@ -87,24 +95,86 @@ DEFAULT_TIME_SAFETY_MARGIN_MS = 1_000
 #: client's pool of 32 connections (so no lane waits for a connection) and adding little memory.
 DEFAULT_MAX_CONCURRENCY = 16
 
-
-class MalformedEventError(IdempotencyError, ValueError):
-    """The event is not a batch at all: not a mapping, or no ``Records`` list.
-
-    Raised by a batch handler (the only error it raises), because such an event means the function
-    is wired to the wrong source or invoked by hand; there is no record to report.
-    """
-
-
-class MalformedRecordError(IdempotencyError, ValueError):
-    """A record lacks a field its source always sends, or holds one of the wrong type.
-
-    Never raised out of a batch handler: the record is reported failed and logged.
-    """
-
-
 BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
+
+
+def at(*path: str) -> Callable[[Raw], Any]:
+    """Return a reader of the value at ``path`` in a raw record; None where a step is missing."""
+
+    def read(raw: Raw) -> Any:
+        value: Any = raw
+        for name in path:
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(name)
+        return value
+
+    return read
+
+
+def _independent(raw: Raw) -> Hashable | None:
+    return None
+
+
+def records_list(event: Any, source: str) -> list[Any]:
+    """Return the event's ``Records`` list.
+
+    Raises:
+        MalformedEventError: The event is not a mapping with a ``Records`` list.
+    """
+    if not isinstance(event, Mapping):
+        found = f"a {type(event).__name__}"
+    else:
+        records = event.get("Records")
+        if isinstance(records, list):
+            return records
+        found = "no Records" if records is None else f"Records of type {type(records).__name__}"
+    raise MalformedEventError(
+        f"a {source} batch handler needs an event with a Records list, got {found}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSource(Generic[RecordT]):
+    """What sets one event source apart from another: all a new batch adapter declares.
+
+    Attributes:
+        name: Source name in log lines (``"sqs"``, ``"dynamodb_stream"``).
+        parse: Raw record -> the typed record the handler receives; raises `MalformedRecordError`.
+        identifier: Raw record -> its ``itemIdentifier``; a record without a non-empty string
+            cannot be reported alone, so its batch is reported failed whole.
+        default_key: Raw record -> key material when ``event_key_jmespath`` is empty.
+        chain: Raw record -> its chain (records that run in order, and stop at a failure);
+            None: independent.
+        checkpoint: Lambda resumes from the lowest failed record (a stream): every record from
+            the first failure on is reported, and a record whose chain is None puts the whole
+            batch in one chain.
+        first_delivery: Raw record -> True when it is surely delivered for the first time; a
+            batch of such records skips the up-front read. None: always read.
+        records: ``(event, name)`` -> the raw records; raises `MalformedEventError`.
+    """
+
+    name: str
+    parse: Callable[[Raw], RecordT]
+    identifier: Callable[[Raw], object]
+    default_key: Callable[[Raw], Any]
+    chain: Callable[[Raw], Hashable | None] = _independent
+    checkpoint: bool = False
+    first_delivery: Callable[[Raw], bool] | None = None
+    records: Callable[[Any, str], list[Any]] = records_list
+
+    def identify(self, raw: object) -> str | None:
+        """Return a raw record's ``itemIdentifier``; None when it has none."""
+        found = self.identifier(raw) if isinstance(raw, Mapping) else None
+        return found if isinstance(found, str) and found else None
+
+    def chains(self, records: list[Raw]) -> list[Hashable | None]:
+        """Return each record's chain."""
+        chains = [self.chain(raw) for raw in records]
+        if self.checkpoint and None in chains:
+            return ["batch"] * len(records)  # nothing is known of what it orders against
+        return chains
 
 
 def batch_decorator(
@@ -116,20 +186,12 @@ def batch_decorator(
     max_concurrency: int,
     time_safety_margin_ms: int,
 ) -> Callable[[Callable[[RecordT, Any], object]], BatchHandler]:
-    """Validate the adapter's options and return the decorator of per-record handlers.
+    """Check a batch adapter's options and return the decorator of per-record handlers.
 
     Raises:
         IdempotencyConfigError: An option is unusable (at decoration time).
     """
-    if not isinstance(persistence_store, PersistenceStore):
-        raise IdempotencyConfigError(
-            "persistence_store must be a PersistenceStore such as DynamoDBPersistenceLayer or "
-            "InMemoryPersistenceLayer"
-        )
-    if config is not None and not isinstance(config, IdempotencyConfig):
-        raise IdempotencyConfigError("config must be an IdempotencyConfig")
-    if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
-        raise IdempotencyConfigError("key_prefix must be a non-empty string")
+    entry = Entry(persistence_store, config, key_prefix)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
         raise IdempotencyConfigError("max_concurrency must be an integer >= 1")
     if max_concurrency < 1:
@@ -137,124 +199,111 @@ def batch_decorator(
     margin = time_safety_margin_ms
     if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
         raise IdempotencyConfigError("time_safety_margin_ms must be an integer >= 0")
-    settings = config if config is not None else IdempotencyConfig()
 
     def decorate(function: Callable[[RecordT, Any], object]) -> BatchHandler:
         if not callable(function):
             raise IdempotencyConfigError("the decorated record handler must be callable")
-        if key_prefix is None:
-            reserve_default_prefix(persistence_store, function, prefix_named_by(function))
-        processor = _Processor(
-            source,
-            function,
-            store=persistence_store,
-            config=settings,
-            key_prefix=key_prefix,
-            max_concurrency=max_concurrency,
-            margin_ms=margin,
-        )
+        handler = _BatchHandler(source, function, entry, max_concurrency, margin)
 
         @functools.wraps(function)
         def batch_handler(event: Any, context: Any = None) -> PartialBatchResponse:
-            return processor.handle(event, context)
+            return handler.handle(event, context)
 
         return batch_handler
 
     return decorate
 
 
-class _Processor(Generic[RecordT]):
+class _BatchHandler(Generic[RecordT]):
     """Everything one decorated record handler keeps across batches."""
 
     def __init__(
         self,
         source: BatchSource[RecordT],
         function: Callable[[RecordT, Any], object],
-        *,
-        store: PersistenceStore,
-        config: IdempotencyConfig,
-        key_prefix: str | None,
+        entry: Entry,
         max_concurrency: int,
         margin_ms: int,
     ) -> None:
         self.source = source
         self.function = function
-        self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-            type(function).__call__
-        )
-        self.key_prefix = key_prefix
+        self.is_async = is_async(function)
+        self.prefix = entry.prefix(function)
+        self.call = entry.engine(function, resolve_serializer(None, function))
+        self.config = entry.config
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
-        self.call = IdempotentCall(
-            store=store,
-            config=config,
-            function_name=getattr(function, "__qualname__", type(function).__qualname__),
-            serializer=resolve_serializer(None, function),
-        )
 
     def handle(self, event: Any, context: Any) -> PartialBatchResponse:
         """Process one batch and return the records Lambda must retry."""
-        records = _records_of(event, self.source.name)
-        identifiers = [self.source.identify(raw) for raw in records]
+        source = self.source
+        records = source.records(event, source.name)
+        identifiers = [source.identify(raw) for raw in records]
         missing = [str(n) for n, identifier in enumerate(identifiers) if identifier is None]
         if missing:
             logger.error(
                 "batch rejected: source=%s records=%s have no identifier, so they cannot be "
                 "reported alone; every record of the batch is reported failed instead",
-                self.source.name,
+                source.name,
                 ",".join(missing),
             )
             return partial_response(unique(i for i in identifiers if i is not None))
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
         try:
-            runner = RecordRunner(
-                self.source, self.function, self.call, records, context, self.key_prefix
-            )
-            keys = [runner.key(index) for index in range(len(records))]
-            chains = self.source.chains(records)
-            lanes = plan_lanes(chains, keys)
-            known = self._read_all(records, keys)
-            lease_context = bound or self.call.config.bound_context()
-            progress = BatchProgress(
-                self.source.name,
-                cast(list[str], identifiers),
-                chains,
-                checkpoint=self.source.checkpoint,
-                lease_context=lease_context,
-                margin_ms=self.margin_ms,
-            )
-
-            def stored(index: int) -> IdempotencyRecord | None:
-                key = keys[index]
-                return None if key is None else known.get(key)
-
-            if self.is_async:
-
-                async def run_record_async(index: int) -> None:
-                    if progress.may_start(index):
-                        progress.finish(index, await runner.run_async(index, stored(index)))
-
-                run_coroutine(run_lanes_async(lanes, self.max_concurrency, run_record_async))
-            else:
-
-                def run_record(index: int) -> None:
-                    if progress.may_start(index):
-                        progress.finish(index, runner.run(index, stored(index)))
-
-                # A lane that only replays from the batch read makes no store call: threads
-                # would only add contention, so such lanes run here first.
-                now = self.call.store.clock.now_ms()
-                replays = [all(_replayable(stored(index), now) for index in lane) for lane in lanes]
-                pairs = list(zip(lanes, replays, strict=True))
-                run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
-                waiting = [lane for lane, replay in pairs if not replay]
-                run_lanes(waiting, self.max_concurrency, run_record)
-            return partial_response(progress.failed_identifiers())
+            return self._run(records, [i for i in identifiers if i is not None], context, bound)
         finally:
             current_lambda_context.reset(token)
 
-    def _read_all(self, records: list[Any], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
+    def _run(
+        self,
+        records: list[Raw],
+        identifiers: list[str],
+        context: Any,
+        bound: LambdaContextLike | None,
+    ) -> PartialBatchResponse:
+        disabled = idempotency_disabled()  # one decision for the whole batch
+        if disabled:
+            self.call.note(Outcome.DISABLED)
+        prefix = self.prefix()
+        runs = [_Record(self, raw, context, prefix, disabled) for raw in records]
+        keys = [run.key() for run in runs]
+        chains = self.source.chains(records)
+        lanes = plan_lanes(chains, keys)
+        known = self._read_all(records, keys)
+        stored = [None if key is None else known.get(key) for key in keys]
+        progress = BatchProgress(
+            source=self.source.name,
+            identifiers=identifiers,
+            chains=chains,
+            checkpoint=self.source.checkpoint,
+            lease_context=bound or self.config.bound_context(),
+            margin_ms=self.margin_ms,
+        )
+        if self.is_async:
+
+            async def run_record_async(index: int) -> None:
+                if progress.may_start(index):
+                    progress.finish(index, await runs[index].run_async(stored[index]))
+
+            run_coroutine(run_lanes_async(lanes, self.max_concurrency, run_record_async))
+        else:
+
+            def run_record(index: int) -> None:
+                if progress.may_start(index):
+                    progress.finish(index, runs[index].run(stored[index]))
+
+            # A lane that only replays from the batch read makes no store call: threads would
+            # only add contention, so such lanes run here first.
+            now = self.call.store.clock.now_ms()
+            replays = [all(_replayable(stored[index], now) for index in lane) for lane in lanes]
+            pairs = list(zip(lanes, replays, strict=True))
+            run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
+            waiting = [lane for lane, replay in pairs if not replay]
+            run_lanes(waiting, self.max_concurrency, run_record)
+        return partial_response(progress.failed_identifiers())
+
+    def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
 
         A failed read only costs its round trip: each record then claims as usual.
@@ -263,7 +312,8 @@ class _Processor(Generic[RecordT]):
         wanted = [key for key in dict.fromkeys(keys) if key is not None]
         if not wanted or not isinstance(store, BatchReadStore):
             return {}
-        if not self.source.may_be_redelivered(records):
+        first = self.source.first_delivery
+        if first is not None and all(first(raw) for raw in records):
             return {}
         try:
             return store.get_many(wanted)
@@ -277,23 +327,100 @@ class _Processor(Generic[RecordT]):
             return {}
 
 
+class _Record(Generic[RecordT]):
+    """One record's run: parsed once, when its identity or its handler first needs it.
+
+    Key material is extracted once (``event_key_jmespath`` and ``payload_validation_jmespath``
+    on the raw record, else the source's default key); the invocation itself (owner, lease,
+    clock reading) is built when the record starts. Without an identity (no key material,
+    ``IDEMPOTENCY_DISABLED``) the handler runs unrecorded, inside a transaction all the same.
+    """
+
+    def __init__(
+        self, batch: _BatchHandler[RecordT], raw: Raw, context: Any, prefix: str, disabled: bool
+    ) -> None:
+        self.batch = batch
+        self.raw = raw
+        self.context = context
+        self.prefix = prefix
+        self._parsed: tuple[RecordT] | None = None
+        self._material: tuple[Any, Any] | None = None
+        self.body = TrackedBody(self._handle)
+        self.deriver: Derive | None = None if disabled else self.derive
+
+    def parsed(self) -> RecordT:
+        """Return the typed record; raises `MalformedRecordError`."""
+        if self._parsed is None:
+            self._parsed = (self.batch.source.parse(self.raw),)
+        return self._parsed[0]
+
+    def _handle(self) -> Any:
+        return self.batch.function(self.parsed(), self.context)
+
+    def key(self) -> str | None:
+        """Return the record's key; None without one, or when it cannot be read (yet).
+
+        An unreadable record is not failed here: its run fails it with the same error.
+        """
+        if self.deriver is None:
+            return None
+        try:
+            invocation = self.derive(None)
+        except Exception:  # reported by the record's own run, which meets it again
+            return None
+        return None if invocation is None else invocation.key
+
+    def derive(self, lease: LambdaContextLike | None) -> Invocation | None:
+        """Return the record's identity (None: run without idempotency)."""
+        config = self.batch.config
+        if self._material is None:
+            self.parsed()  # a malformed record fails before anything is claimed
+            extracted = config.extract(self.raw)
+            key = (
+                extracted.key
+                if config.event_key_jmespath
+                else self.batch.source.default_key(self.raw)
+            )
+            self._material = (key, extracted.validation)
+        material, validated = self._material
+        return build_invocation(
+            config,
+            material=material,
+            validated=validated,
+            prefix=self.prefix,
+            now_ms=self.batch.call.store.clock.now_ms(),
+            context=lease,
+        )
+
+    def run(self, known: IdempotencyRecord | None) -> BaseException | None:
+        """Run the record (``known``: its record from the batch read); return what failed it."""
+        try:
+            self.batch.call.call(self.context, self.deriver, self.body.run, known=known)
+        except Exception as exc:
+            return self._failure(exc)
+        return None
+
+    async def run_async(self, known: IdempotencyRecord | None) -> BaseException | None:
+        """Async `run`, for ``async def`` record handlers."""
+        try:
+            await self.batch.call.acall(
+                self.context, self.deriver, self.body.run_async, known=known
+            )
+        except Exception as exc:
+            return self._failure(exc)
+        return None
+
+    def _failure(self, exc: BaseException) -> BaseException | None:
+        """Return ``exc``; None when it says the record ran and only its result is unstorable."""
+        # From the record's own flow, a retry could only raise again: the record is done. Raised
+        # by the body itself (a nested call), it is the body's failure like any other.
+        if isinstance(exc, IdempotencyUnstorableResultError) and not self.body.raised:
+            return None
+        return exc
+
+
 def _replayable(record: IdempotencyRecord | None, now_ms: int) -> bool:
     """Tell whether a record read up front will be replayed without another store call."""
     return (
         record is not None and record.status is Status.COMPLETED and not record.expired_at(now_ms)
     )
-
-
-def _records_of(event: Any, source: str) -> list[Any]:
-    if not isinstance(event, Mapping):
-        raise MalformedEventError(
-            f"a {source} batch handler needs an event with a Records list, "
-            f"got a {type(event).__name__}"
-        )
-    records = event.get("Records")
-    if not isinstance(records, list):
-        raise MalformedEventError(
-            f"a {source} batch handler needs an event with a Records list; this one has "
-            f"{'no Records' if records is None else 'Records of type ' + type(records).__name__}"
-        )
-    return records

@@ -1,128 +1,136 @@
-"""Turn one proxy event into the identity of its invocation: key scope and fingerprint, or a 400.
+"""The invocation a proxy request stands for, and who sent it.
 
-The stored key's material is ``{"method", "api", "stage", "route", "caller", "key"}``, so the
-same key sent by two callers, or to two routes, methods, APIs or stages, names different records
-(see `idempotent_lambda.adapters._http_caller` for the caller). The fingerprint (the validation
-hash) covers method, path, raw query, ``Content-Type`` and body, unless
-``payload_validation_jmespath`` replaces it. Requests whose method the adapter does not cover,
-requests without a key when keys are optional, and every request while ``IDEMPOTENCY_DISABLED``
-is set get no identity: the handler runs without a record.
+The key's material is `{"method", "api", "stage", "route", "caller", "key"}`; the fingerprint
+(the validation hash) covers method, path, raw query, `Content-Type` and body, unless
+`payload_validation_jmespath` replaces it. A stored response must never reach another caller:
+the caller comes from fields the platform sets, those of the first setup whose authentication
+context the event carries (an API method has one authorization type), under `requestContext`:
+
+| setup | caller, first present of |
+|---|---|
+| REST API IAM (or Cognito identity pool) | `identity`: `cognitoIdentityId`, `userArn` |
+| REST API Cognito user pool | `authorizer.claims`: `sub`, `client_id`, `azp` |
+| REST API Lambda authorizer | `authorizer.principalId` |
+| HTTP API, Function URL IAM | `authorizer.iam`: `cognitoIdentity.identityId`, `userArn`, `userId` |
+| HTTP API JWT authorizer | `authorizer.jwt.claims`: `sub`, `client_id`, `azp` |
+| HTTP API Lambda authorizer | none (its context is the authorizer's own): pass `caller=` |
+| mutual TLS | `clientCert` in `authentication` (REST: `identity`): issuer, subject, serial |
+| ALB authenticate-oidc / -cognito | the `x-amzn-oidc-identity` header, beside the ALB's others |
+| REST API usage-plan key | `identity.apiKeyId` |
+
+An authentication context from which no caller can be read raises `CallerUnknownError`: the
+adapter fails closed rather than share one scope between callers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import jmespath
+from jmespath.exceptions import JMESPathError
+
 from idempotent_lambda._engine import Derive
-from idempotent_lambda._identity import Invocation, build_invocation, default_prefix, is_missing
+from idempotent_lambda._identity import Invocation, build_invocation, is_missing
 from idempotent_lambda._lambda_context import LambdaContextLike
-from idempotent_lambda.adapters._http_caller import CallerPolicy, CallerUnknownError
-from idempotent_lambda.adapters._http_event import (
-    Family,
+from idempotent_lambda.adapters._http_request import (
     HttpRequest,
     InvalidKeyError,
-    MalformedEventError,
-    family_of,
+    event_view,
     method_of,
     parse_request,
     read_key,
 )
-from idempotent_lambda.adapters._http_response import (
-    IDEMPOTENCY_PROBLEM_TYPE,
-    log_answer,
-    log_unknown_caller,
-    problem,
-)
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyKeyError,
+    MalformedEventError,
+)
 from idempotent_lambda.persistence.protocol import PersistenceStore
 
-#: RFC 9110's safe methods: they change nothing, so there is nothing to deduplicate. ``OPTIONS``
-#: is also what a browser's CORS preflight sends, without the key header.
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-
-_TOKEN_CHARS = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#: ``type`` of the problems the Idempotency-Key draft defines (missing or invalid key, key reuse,
+#: concurrent request); other problems use ``about:blank`` (RFC 9457: the title says it all).
+IDEMPOTENCY_PROBLEM_TYPE = (
+    "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/"
 )
+#: ``(source, part, ...)``: the source tags the id, so one string from two sources never matches.
+Caller = tuple[str, ...]
+CallerOption = str | Callable[[Any], "str | None"] | None
+
+#: The values of ``caller_scope``.
+CALLER_SCOPES = ("caller", "shared")
+
+_JWT_CLAIMS = (("sub", "jwt"), ("client_id", "jwt-client"), ("azp", "jwt-azp"))
+#: What API Gateway adds beside an authorizer's context: not a sign of an authenticated caller.
+_NOT_IDENTITIES = frozenset({"integrationLatency"})
+_OIDC_HEADERS = ("x-amzn-oidc-data", "x-amzn-oidc-accesstoken", "x-amzn-oidc-identity")
 
 
 class RejectedError(Exception):
-    """Answer the request with this response without running the handler."""
+    """Answer with a problem response (400, or 500 for an unknown caller); the handler won't run.
 
-    def __init__(self, response: dict[str, Any]) -> None:
-        super().__init__(response["statusCode"])
-        self.response = response
-
-
-def check_header_name(header_name: object) -> None:
-    """Raise `IdempotencyConfigError` unless ``header_name`` is a valid HTTP header name."""
-    if not isinstance(header_name, str) or not header_name or set(header_name) - _TOKEN_CHARS:
-        raise IdempotencyConfigError("header_name must be a valid HTTP header name")
-
-
-def method_filter(methods: Collection[str] | None) -> Callable[[str], bool]:
-    """Return the test of whether a request method is covered by the adapter.
-
-    Args:
-        methods: The covered methods, in any case; None covers every method but the safe ones.
-
-    Raises:
-        IdempotencyConfigError: ``methods`` is not a non-empty collection of method names.
+    ``reason`` tags the log line; ``field`` says where an unknown caller was expected.
     """
-    if methods is None:
-        return lambda method: method not in SAFE_METHODS
-    if isinstance(methods, str) or not isinstance(methods, Collection):
-        raise IdempotencyConfigError(
-            'methods must be a collection of HTTP method names, e.g. ("POST", "PATCH")'
-        )
-    covered = set()
-    for method in methods:
-        if not isinstance(method, str) or not method or set(method) - _TOKEN_CHARS:
-            raise IdempotencyConfigError(f"methods holds an invalid HTTP method: {method!r}")
-        covered.add(method.upper())
-    if not covered:
-        raise IdempotencyConfigError("methods must name at least one HTTP method")
-    frozen = frozenset(covered)
-    return frozen.__contains__
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        title: str,
+        detail: str,
+        *,
+        problem_type: str = IDEMPOTENCY_PROBLEM_TYPE,
+        field: str = "",
+    ) -> None:
+        super().__init__(status, reason)
+        self.status, self.reason, self.title, self.detail = status, reason, title, detail
+        self.problem_type, self.field = problem_type, field
+
+
+def _malformed(detail: str) -> RejectedError:
+    return RejectedError(
+        400, "malformed-event", "Malformed request", detail, problem_type="about:blank"
+    )
+
+
+class CallerUnknownError(Exception):
+    """The request is authenticated, but no caller can be read from where ``field`` says."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 class IdentityReader:
-    """Reads what identifies a request, for one decorated handler."""
+    """Turns one proxy event into its invocation (see the module docstring), for one handler."""
 
     def __init__(
         self,
         *,
         store: PersistenceStore,
         config: IdempotencyConfig,
-        function_name: str,
         header_name: str,
         require_key: bool,
         covers: Callable[[str], bool],
-        key_prefix: str | None,
-        function: Callable[..., Any],
+        prefix: Callable[[], str],
         callers: CallerPolicy,
     ) -> None:
-        self.store = store
+        self.clock = store.clock
         self.config = config
-        self.function_name = function_name
         self.header_name = header_name
         self.header = header_name.lower()
         self.require_key = require_key
         self.covers = covers
-        self.key_prefix = key_prefix
-        self.function = function
+        self.prefix = prefix
         self.callers = callers
 
     def deriver(self, event: Any) -> Derive | None:
         """Return how to derive ``event``'s invocation; None when its method is not covered.
 
-        A request whose method the adapter does not cover runs as if it were not decorated:
-        that is not an idempotency decision, so nothing is logged.
+        Such a request runs as if the handler were not decorated: nothing is logged.
         """
         method = method_of(event)
         if method is not None and not self.covers(method):
@@ -130,47 +138,41 @@ class IdentityReader:
         return functools.partial(self.read, event)
 
     def read(self, event: Any, lease: LambdaContextLike | None) -> Invocation | None:
-        """Return the invocation; None to run the handler unrecorded (no key, keys optional).
-
-        ``lease`` is the Lambda context whose remaining time is the lease.
+        """Return the invocation; None to run unrecorded (no key, keys optional).
 
         Raises:
-            RejectedError: The request is answered with a 400 problem, or with a 500 when it is
-                authenticated but its caller cannot be told (fail closed).
+            RejectedError: The request is answered with a problem instead.
         """
-        family = family_of(event)
         try:
             request = parse_request(event, self.header)
             key = read_key(request.key_values)
         except MalformedEventError as exc:
-            raise self._reject(
-                family, "malformed-event", "Malformed request", str(exc), problem_type="about:blank"
-            ) from None
+            raise _malformed(str(exc)) from None
         except InvalidKeyError as exc:
-            raise self._reject(
-                family, "invalid-key", f"{self.header_name} is invalid", str(exc)
+            raise RejectedError(
+                400, "invalid-key", f"{self.header_name} is invalid", str(exc)
             ) from None
         config = self.config
         view = None
         if (key is None and config.event_key_jmespath) or config.payload_validation_jmespath:
-            view = _event_view(event, request.body)  # the body is parsed once, for both
+            view = event_view(event, request.body)  # the body is parsed once, for both
         material: Any = key
         if key is None and config.event_key_jmespath:
-            material = self._extract(config.key_material, view, family)
+            material = _extract(config.key_material, view)
         if is_missing(material):
             if self.require_key:
-                raise self._reject(
-                    family,
+                raise RejectedError(
+                    400,
                     "missing-key",
                     f"{self.header_name} is missing",
                     f"This operation is idempotent and requires an {self.header_name} header.",
                 )
             return None
         if config.payload_validation_jmespath:
-            validated = self._extract(config.validation_material, view, family)
+            validated = _extract(config.validation_material, view)
         else:
             validated = self._fingerprint(request)
-        caller = self._caller(event, family)
+        caller = self._caller(event)
         try:
             invocation = build_invocation(
                 config,
@@ -183,13 +185,13 @@ class IdentityReader:
                     "key": material,
                 },
                 validated=validated,
-                prefix=self.key_prefix or default_prefix(self.function),  # reads the env now
-                now_ms=self.store.clock.now_ms(),
+                prefix=self.prefix(),
+                now_ms=self.clock.now_ms(),
                 context=lease,
             )
         except IdempotencyKeyError:
-            raise self._reject(
-                family,
+            raise RejectedError(
+                400,
                 "unhashable-key",
                 "Unusable idempotency key",
                 "The idempotency key or the validated part of the request cannot be hashed.",
@@ -197,27 +199,26 @@ class IdentityReader:
         assert invocation is not None  # the material is a non-empty dict
         return invocation
 
-    def _caller(self, event: Any, family: Family) -> tuple[str, ...] | None:
+    def _caller(self, event: Any) -> tuple[str, ...] | None:
         try:
             return self.callers.derive(event)
         except MalformedEventError as exc:
-            raise self._reject(
-                family, "malformed-event", "Malformed request", str(exc), problem_type="about:blank"
-            ) from None
+            raise _malformed(str(exc)) from None
         except CallerUnknownError as exc:
-            log_unknown_caller(self.config.logger, self.function_name, exc.field)
             raise RejectedError(
-                problem(
-                    family,
-                    500,
-                    "Internal Server Error",
-                    "The request is authenticated but its caller could not be identified; "
-                    "it was not processed.",
-                )
+                500,
+                "unknown-caller",
+                "Internal Server Error",
+                "The request is authenticated but its caller could not be identified; "
+                "it was not processed.",
+                problem_type="about:blank",
+                field=exc.field,
             ) from None
 
     def _fingerprint(self, request: HttpRequest) -> dict[str, Any]:
-        body = request.body if isinstance(request.body, bytes) else _utf8(request.body)
+        body = request.body
+        if isinstance(body, str):
+            body = body.encode("utf-8", "surrogatepass")
         return {
             "method": request.method,
             "path": request.path,
@@ -226,43 +227,203 @@ class IdentityReader:
             "body": hashlib.new(self.config.hash_name, body).hexdigest(),
         }
 
-    def _extract(self, extract: Callable[[Any], Any], view: Any, family: Family) -> Any:
-        try:
-            return extract(view)
-        except IdempotencyKeyError as exc:
-            raise self._reject(
-                family,
-                "expression-failed",
-                "Unreadable request",
-                str(exc),
-                problem_type="about:blank",
-            ) from None
 
-    def _reject(
-        self,
-        family: Family,
-        reason: str,
-        title: str,
-        detail: str,
-        *,
-        problem_type: str = IDEMPOTENCY_PROBLEM_TYPE,
-    ) -> RejectedError:
-        log_answer(self.config.logger, self.function_name, 400, reason, outcome="REJECTED")
-        return RejectedError(problem(family, 400, title, detail, problem_type=problem_type))
+class CallerPolicy:
+    """Derive the caller part of a request's scope, as ``idempotent_http`` was told to.
 
-
-def _event_view(event: Mapping[str, Any], body: str | bytes) -> dict[str, Any]:
-    """Return the event as expressions see it: a shallow copy with the body parsed as JSON.
-
-    ``body`` is the request body, base64-decoded already when ``isBase64Encoded``. A body that is
-    not JSON (or not UTF-8) is left as the event carried it, so ``powertools_json(body)`` fails
-    on it as it would in Powertools.
+    ``caller`` and ``caller_scope`` are `idempotent_http`'s; an unusable one raises
+    `IdempotencyConfigError`.
     """
-    view = dict(event)
-    with contextlib.suppress(ValueError, RecursionError):  # not UTF-8, not JSON, too deep
-        view["body"] = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
-    return view
+
+    def __init__(self, caller: CallerOption, caller_scope: str) -> None:
+        if caller_scope not in CALLER_SCOPES:
+            raise IdempotencyConfigError('caller_scope must be "caller" or "shared"')
+        if caller_scope == "shared" and caller is not None:
+            raise IdempotencyConfigError('caller= has no effect with caller_scope="shared"')
+        self.shared = caller_scope == "shared"
+        self._custom: Callable[[Any], Any] | None = None
+        if isinstance(caller, str):
+            try:
+                self._custom = jmespath.compile(caller).search
+            except JMESPathError as exc:
+                raise IdempotencyConfigError(
+                    f"caller is not a valid JMESPath expression: {exc}"
+                ) from None
+        elif callable(caller):
+            self._custom = caller
+        elif caller is not None:
+            raise IdempotencyConfigError(
+                "caller must be a JMESPath expression or a callable taking the event"
+            )
+
+    def derive(self, event: Mapping[str, Any]) -> Caller | None:
+        """Return the caller of ``event``; None when the request is not authenticated.
+
+        Raises:
+            CallerUnknownError: Authenticated, but no caller can be read.
+            MalformedEventError: A field the platform sets has the wrong type.
+        """
+        if self.shared:
+            return None
+        if self._custom is not None:
+            try:
+                found = self._custom(event)
+            except Exception as exc:  # the user's callable or expression: fail closed
+                raise CallerUnknownError(f"caller= (it raised {type(exc).__name__})") from None
+            if isinstance(found, str) and found:
+                return ("custom", found)
+            if isinstance(found, int) and not isinstance(found, bool):
+                return ("custom", str(found))
+            if found not in (None, ""):
+                raise CallerUnknownError(f"caller= (it returned a {type(found).__name__})")
+        return platform_caller(event)
 
 
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
+def platform_caller(event: Mapping[str, Any]) -> Caller | None:
+    """Return the caller from the fields the platform sets; None when not authenticated.
+
+    Raises:
+        CallerUnknownError: An authentication context is present, but no caller in it.
+        MalformedEventError: A field the platform sets has the wrong type.
+    """
+    context = event.get("requestContext")
+    if not isinstance(context, Mapping):
+        return None
+    if "elb" in context:
+        return _alb_caller(event)
+    identity = _mapping(context, "identity")
+    authorizer = _mapping(context, "authorizer")
+    for derive in (_iam_v1, _iam_v2, _jwt, _lambda_authorizer, _client_cert):
+        caller = derive(context, identity, authorizer)
+        if caller is not None:
+            return caller
+    api_key = _text(identity, "apiKeyId", "requestContext.identity.apiKeyId")
+    return None if api_key is None else ("api-key", api_key)
+
+
+def _iam_v1(context: Any, identity: Mapping[str, Any], authorizer: Any) -> Caller | None:
+    """REST API ``AWS_IAM``: identity pool id first (its users share one role ARN)."""
+    where = "requestContext.identity"
+    cognito = _text(identity, "cognitoIdentityId", f"{where}.cognitoIdentityId")
+    if cognito is not None:
+        return ("cognito-identity", cognito)
+    arn = _text(identity, "userArn", f"{where}.userArn")
+    if arn is not None:
+        return ("iam", arn)
+    signed = any(_text(identity, name, where) for name in ("accessKey", "caller", "user"))
+    if signed:
+        raise CallerUnknownError(f"{where}.userArn")
+    return None
+
+
+def _iam_v2(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """HTTP API / Function URL ``AWS_IAM``: identity pool id, role or user ARN, user id."""
+    if not isinstance(authorizer.get("iam"), Mapping):
+        return None
+    where = "requestContext.authorizer.iam"
+    iam = _mapping(authorizer, "iam")
+    cognito = _mapping(iam, "cognitoIdentity")
+    found = _text(cognito, "identityId", f"{where}.cognitoIdentity.identityId")
+    if found is not None:
+        return ("cognito-identity", found)
+    for name, source in (("userArn", "iam"), ("userId", "iam-user-id")):
+        found = _text(iam, name, f"{where}.{name}")
+        if found is not None:
+            return (source, found)
+    raise CallerUnknownError(f"{where}.userArn")
+
+
+def _jwt(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """Cognito user pool (REST ``claims``) and JWT authorizers (``jwt.claims``)."""
+    if isinstance(authorizer.get("claims"), Mapping):
+        where, claims = "requestContext.authorizer.claims", _mapping(authorizer, "claims")
+    elif isinstance(authorizer.get("jwt"), Mapping):
+        where = "requestContext.authorizer.jwt.claims"
+        claims = _mapping(_mapping(authorizer, "jwt"), "claims")
+    else:
+        return None
+    for claim, source in _JWT_CLAIMS:
+        found = _text(claims, claim, f"{where}.{claim}")
+        if found is not None:
+            return (source, found)
+    raise CallerUnknownError(f"{where}.sub")
+
+
+def _lambda_authorizer(context: Any, identity: Any, authorizer: Mapping[str, Any]) -> Caller | None:
+    """Lambda authorizers: REST API ones name a ``principalId``; HTTP API ones name nobody."""
+    principal = _text(authorizer, "principalId", "requestContext.authorizer.principalId")
+    if principal is not None:
+        return ("principal", principal)
+    if "lambda" in authorizer:
+        raise CallerUnknownError("requestContext.authorizer.lambda")
+    named = (v for k, v in authorizer.items() if k not in _NOT_IDENTITIES)
+    if any(value not in (None, "") for value in named):
+        raise CallerUnknownError("requestContext.authorizer.principalId")
+    return None
+
+
+def _client_cert(context: Any, identity: Mapping[str, Any], authorizer: Any) -> Caller | None:
+    """Mutual TLS: the certificate's issuer, subject and serial number."""
+    holders = (("authentication", _mapping(context, "authentication")), ("identity", identity))
+    for parent, holder in holders:
+        if holder.get("clientCert") is None:
+            continue
+        where = f"requestContext.{parent}.clientCert"
+        cert = _mapping(holder, "clientCert")
+        subject = _text(cert, "subjectDN", f"{where}.subjectDN")
+        serial = _text(cert, "serialNumber", f"{where}.serialNumber")
+        if subject is None or serial is None:
+            missing = "subjectDN" if subject is None else "serialNumber"
+            raise CallerUnknownError(f"{where}.{missing}")
+        issuer = _text(cert, "issuerDN", f"{where}.issuerDN") or ""
+        return ("client-cert", issuer, subject, serial)
+    return None
+
+
+def _alb_caller(event: Mapping[str, Any]) -> Caller | None:
+    """ALB authenticate-oidc / authenticate-cognito: the ``x-amzn-oidc-identity`` header."""
+    values: dict[str, set[str]] = {name: set() for name in _OIDC_HEADERS}
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if not isinstance(headers, Mapping):
+            continue
+        for name, value in headers.items():
+            lowered = name.lower() if isinstance(name, str) else None
+            if lowered in values:
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, str) and item:
+                        values[lowered].add(item)
+    identity = values["x-amzn-oidc-identity"]
+    if len(identity) == 1:
+        return ("oidc", next(iter(identity)))
+    if identity or any(values.values()):  # repeated, or the ALB's other headers without it
+        raise CallerUnknownError("the x-amzn-oidc-identity header")
+    return None
+
+
+def _mapping(parent: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = parent.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedEventError(f"an identity field of requestContext ({name}) is not an object")
+    return value
+
+
+def _text(parent: Mapping[str, Any], name: str, where: str) -> str | None:
+    """Return the non-empty string (or integer) at ``name``; None when absent or empty."""
+    value = parent.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise MalformedEventError(f"a caller identity in requestContext is not a string: {where}")
+    return str(value)
+
+
+def _extract(extract: Callable[[Any], Any], view: Any) -> Any:
+    try:
+        return extract(view)
+    except IdempotencyKeyError as exc:
+        raise RejectedError(
+            400, "expression-failed", "Unreadable request", str(exc), problem_type="about:blank"
+        ) from None

@@ -1,64 +1,61 @@
 """HTTP idempotency for proxy handlers: API Gateway REST/HTTP APIs, Function URLs and ALB.
 
 `idempotent_http` gives a handler the semantics of the IETF Idempotency-Key draft: the client
-sends ``Idempotency-Key``; the first request runs the handler and its response is stored; a retry
-gets that response back with ``Idempotent-Replayed: true``. Problems are answered with
-``application/problem+json`` bodies:
+sends `Idempotency-Key`; the first request runs the handler and its response is stored; a retry
+gets that response back with `Idempotent-Replayed: true`. The stored key covers method, API,
+stage, route and caller besides the key itself, so the same key sent by two callers or to two
+routes names different records. Safe methods (GET, HEAD, OPTIONS, TRACE) pass through untouched
+unless `methods` names them, so CORS preflights never need a key.
 
-======  ========================================================================================
-status  when
-======  ========================================================================================
-400     key required but missing; key invalid or repeated; the event is not a proxy request;
-        an expression could not be evaluated on the request
-409     the first request with this key is still running (``Retry-After``: seconds until its
-        lease ends, at least 1); not sent while ``wait_for_in_progress_seconds`` is waiting.
-        Also (``type`` ``about:blank``, title ``Conflict``) when a write queued on
-        `current_transaction` failed its condition after the handler returned: nothing was
-        written or stored, so the same request may be sent again
-422     the key was used before with a different request (fingerprint mismatch)
-500     the request is authenticated but its caller cannot be identified (fail closed; see
-        ``caller`` and ``caller_scope``); the handler did not run
-503     the idempotency store failed before the handler ran (``Retry-After: 1``); it did not run
-======  ========================================================================================
+The adapter answers some requests itself, with `application/problem+json` bodies:
 
-The stored key's material is ``{"method", "api", "stage", "route", "caller", "key"}``: the same
-key sent by two callers, or to two routes, methods, APIs or stages, names different records. See
-docs/http.md for the caller of each authenticated setup and for the fingerprint. Safe methods
-(GET, HEAD, OPTIONS, TRACE) pass through untouched unless ``methods`` names them, so CORS
-preflights never need a key.
+| status | when |
+|---|---|
+| 400 | the key is missing (when required), invalid or repeated; the event is not a proxy request |
+| 409 | the first request with this key is still running; or a transaction conflict (below) |
+| 422 | the key was used before with a different request (fingerprint mismatch) |
+| 500 | the request is authenticated but its caller cannot be identified (`caller_scope`) |
+| 503 | the idempotency store failed before the handler ran (`Retry-After: 1`) |
+
+A 400 also answers an expression that fails on the request. The first 409 carries `Retry-After`:
+the seconds until the first request's lease ends, at least 1; it is not sent while
+`wait_for_in_progress_seconds` waits. A 409 titled `Conflict` means that a write queued on
+`current_transaction` failed its condition after the handler returned: nothing was written or
+stored, so the request may be sent again. On a 500 or 503 the handler did not run. Each answer
+is in the family of the event: v1 and ALB events that carried `multiValueHeaders` get
+`multiValueHeaders` back, ALB answers carry a `statusDescription`. The
+[HTTP guide](../http.md) tells which caller each authenticated setup gets.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, ParamSpec, TypeVar, cast
+import json
+import logging
+import math
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, ParamSpec, TypeVar
 
+from idempotent_lambda._clock import Clock
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import IdempotentCall
-from idempotent_lambda._identity import reserve_default_prefix
-from idempotent_lambda.adapters._http_caller import CallerOption, CallerPolicy
-from idempotent_lambda.adapters._http_event import family_of
+from idempotent_lambda._entry import Entry, locate_event, wrap
 from idempotent_lambda.adapters._http_identity import (
+    IDEMPOTENCY_PROBLEM_TYPE,
+    CallerOption,
+    CallerPolicy,
     IdentityReader,
     RejectedError,
-    check_header_name,
-    method_filter,
 )
-from idempotent_lambda.adapters._http_response import (
-    CookielessSerializer,
-    Replayed,
-    StorePolicy,
-    conflict,
-    log_answer,
-    mark_replayed,
-    refusal,
-    storable,
-)
+from idempotent_lambda.adapters._http_request import Family, Shape, family_of
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.decorators import _check_store
-from idempotent_lambda.exceptions import IdempotencyConfigError
+from idempotent_lambda.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyConfigError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyTransactionConflictError,
+    IdempotencyValidationError,
+)
 from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer
 
@@ -66,6 +63,23 @@ __all__ = ["idempotent_http"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+logger = logging.getLogger("idempotent_lambda")
+
+StorePolicy = bool | Callable[[int], bool]
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+REPLAYED_HEADER = "Idempotent-Replayed"
+#: RFC 9110's safe methods: they change nothing, so there is nothing to deduplicate. ``OPTIONS``
+#: is also what a browser's CORS preflight sends, without the key header.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+#: 4xx statuses ``store_4xx=True`` does not store: the outcome depends on a credential, a
+#: permission or a rate limit that may change, so a retry runs the handler again.
+TRANSIENT_4XX = frozenset({401, 403, 407, 408, 429})
+
+_TOKEN_CHARS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
 
 
 def idempotent_http(
@@ -83,152 +97,309 @@ def idempotent_http(
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a proxy handler ``handler(event, context)`` honour the ``Idempotency-Key`` header.
 
-    Works on ``def`` and ``async def`` handlers and on REST API (v1), HTTP API (v2), Function URL
-    and ALB events (with or without multi-value headers). Instead of calling the handler, the
-    wrapper may answer with a problem response (see the module docstring).
-
     Args:
         persistence_store: Where records live.
-        config: Expiry, cache, wait and hashing settings. ``event_key_jmespath`` is a second key
-            source, used when the header is absent; it and ``payload_validation_jmespath`` (which
-            replaces the default fingerprint) are evaluated on the event with ``body`` parsed.
-            ``raise_on_no_idempotency_key`` is not used: ``require_key`` decides.
+        config: Expiry, cache, wait and hashing settings. ``event_key_jmespath`` (a key when the
+            header is absent) and ``payload_validation_jmespath`` (replacing the fingerprint)
+            read the event with ``body`` parsed; ``require_key`` replaces
+            ``raise_on_no_idempotency_key``.
         header_name: The key header, matched in any case.
-        require_key: Answer 400 when no key is found; when False the handler runs without
-            idempotency for such requests.
+        require_key: Answer 400 when no key is found; when False such requests run unrecorded.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        store_4xx: Which 4xx responses are stored and replayed: all but 401, 403, 407, 408 and
-            429 (True), none (False), or those for whose status the predicate returns True.
-            5xx responses are never stored.
-        methods: The HTTP methods the key applies to, in any case; requests with other methods
-            run the handler as if it were not decorated (no key needed, nothing stored). None,
-            the default, covers every method but the safe ones: GET, HEAD, OPTIONS and TRACE.
-        caller: Who the caller is, for setups whose identity the adapter cannot read itself (an
-            HTTP API Lambda authorizer's context, say): a JMESPath expression on the event, such
-            as ``"requestContext.authorizer.lambda.userId"``, or a callable taking the event.
-            It returns the caller's id, or None to fall back to the adapter's own sources.
-        caller_scope: ``"caller"`` scopes keys per caller, and answers 500 without running the
-            handler when a request is authenticated but no caller can be read. ``"shared"``
-            leaves the caller out: every caller shares one key space (one caller can then
-            receive another's response; choose it only when that is intended).
-        store_cookies: Store ``Set-Cookie`` headers and the v2 ``cookies`` list with the
-            response, so replays carry them. Off by default: a replay would hand the first
-            caller's session cookie to whoever retries with the same key.
+        store_4xx: Which 4xx responses are stored: all but `TRANSIENT_4XX` (True), none
+            (False), or those the predicate accepts. 5xx responses are never stored.
+        methods: The methods the key applies to, in any case; others run unrecorded. None: all
+            but `SAFE_METHODS`.
+        caller: Who the caller is where the adapter cannot tell (an HTTP API Lambda
+            authorizer's context): a JMESPath expression on the event or a callable taking it,
+            returning the caller's id, or None to fall back to the platform's fields.
+        caller_scope: ``"caller"`` scopes keys per caller (500 when an authenticated caller
+            cannot be read); ``"shared"`` gives every caller one key space.
+        store_cookies: Store ``Set-Cookie`` and v2 ``cookies`` too (off: a replay would hand
+            the first caller's session to whoever retries with the key).
 
     Raises:
         IdempotencyConfigError: An argument is not usable (at decoration time).
     """
-    _check_store(persistence_store)
-    if config is not None and not isinstance(config, IdempotencyConfig):
-        raise IdempotencyConfigError("config must be an IdempotencyConfig")
-    settings = config if config is not None else IdempotencyConfig()
-    check_header_name(header_name)
-    if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
-        raise IdempotencyConfigError("key_prefix must be a non-empty string")
+    entry = Entry(persistence_store, config, key_prefix)
+    if not isinstance(header_name, str) or not header_name or set(header_name) - _TOKEN_CHARS:
+        raise IdempotencyConfigError("header_name must be a valid HTTP header name")
     if not isinstance(require_key, bool):
         raise IdempotencyConfigError("require_key must be True or False")
     if not (isinstance(store_4xx, bool) or callable(store_4xx)):
         raise IdempotencyConfigError("store_4xx must be a bool or a callable taking a status code")
-    covers = method_filter(methods)
+    covers = _method_filter(methods)
     callers = CallerPolicy(caller, caller_scope)
     if not isinstance(store_cookies, bool):
         raise IdempotencyConfigError("store_cookies must be True or False")
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        if key_prefix is None:
-            reserve_default_prefix(persistence_store, function)
-        call = IdempotentCall(
-            store=persistence_store,
-            config=settings,
-            function_name=function.__qualname__,
-            serializer=NoOpSerializer() if store_cookies else CookielessSerializer(),
-            store_result_if=storable(store_4xx),
-            on_replay=lambda response, _record: Replayed(response),
+        prefix = entry.prefix(function)
+        call = entry.engine(
+            function,
+            NoOpSerializer() if store_cookies else CookielessSerializer(),
+            store_result_if=_storable(store_4xx),
+            on_replay=lambda response, _record: _Replayed(response),
         )
         reader = IdentityReader(
-            store=persistence_store,
-            config=settings,
-            function_name=call.function_name,
+            store=entry.store,
+            config=entry.config,
             header_name=header_name,
             require_key=require_key,
             covers=covers,
-            key_prefix=key_prefix,
-            function=function,
+            prefix=prefix,
             callers=callers,
         )
-        return _wrap(function, call, reader)
+        answer = _HttpAnswer(
+            entry.config.logger, call.function_name, header_name, entry.store.clock
+        )
+        return wrap(function, call, locate_event, reader.deriver, answer)
 
     return decorate
 
 
-def _wrap(function: Callable[P, R], call: IdempotentCall, reader: IdentityReader) -> Callable[P, R]:
-    """Return the wrapper: run the handler through the engine, answer failures in HTTP terms.
-
-    Without an identity the handler still runs inside a transaction (`IdempotentCall.unrecorded`),
-    so `current_transaction` works there too; its writes commit when the response would have been
-    stored.
-    """
-    if inspect.iscoroutinefunction(function):
-        async_function = cast(Callable[..., Awaitable[Any]], function)
-
-        @functools.wraps(function)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            event, context = _locate(args, kwargs)
-            body = TrackedBody(functools.partial(async_function, *args, **kwargs))
-            try:
-                return _answer(
-                    await call.acall(context, reader.deriver(event), body.run_async), event
-                )
-            except Exception as exc:
-                return _answer_failure(exc, body, event, reader)
-
-        return cast(Callable[P, R], async_wrapper)
-
-    @functools.wraps(function)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        event, context = _locate(args, kwargs)
-        body = TrackedBody(functools.partial(function, *args, **kwargs))
-        try:
-            return cast(R, _answer(call.call(context, reader.deriver(event), body.run), event))
-        except Exception as exc:
-            return cast(R, _answer_failure(exc, body, event, reader))
-
-    return wrapper
+def _method_filter(methods: Collection[str] | None) -> Callable[[str], bool]:
+    if methods is None:
+        return lambda method: method not in SAFE_METHODS
+    if isinstance(methods, str) or not isinstance(methods, Collection):
+        raise IdempotencyConfigError(
+            'methods must be a collection of HTTP method names, e.g. ("POST", "PATCH")'
+        )
+    covered = set()
+    for method in methods:
+        if not isinstance(method, str) or not method or set(method) - _TOKEN_CHARS:
+            raise IdempotencyConfigError(f"methods holds an invalid HTTP method: {method!r}")
+        covered.add(method.upper())
+    if not covered:
+        raise IdempotencyConfigError("methods must name at least one HTTP method")
+    return frozenset(covered).__contains__
 
 
-def _answer(result: Any, event: Any) -> Any:
-    """Return the handler's response, or a replayed one marked as such."""
-    if isinstance(result, Replayed):
-        return mark_replayed(result.response, family_of(event))
-    return result
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """A stored response on its way back, to be marked once the event's family is known."""
+
+    response: Any
 
 
-def _answer_failure(
-    exc: Exception, body: TrackedBody, event: Any, reader: IdentityReader
-) -> dict[str, Any]:
-    """Return the response that answers ``exc``; re-raise it when it is the handler's own."""
-    if isinstance(exc, RejectedError):
-        return exc.response
-    family = family_of(event)
-    response = None
-    if not body.started:
-        response = refusal(exc, family, header_name=reader.header_name, clock=reader.store.clock)
-    elif body.returned:
-        response = conflict(exc, family)
-        if response is not None:
-            log_answer(
-                reader.config.logger,
-                reader.function_name,
-                409,
-                "transaction-conflict",
-                outcome="CONFLICT",
+@dataclass(frozen=True, slots=True)
+class _HttpAnswer:
+    """Answers in HTTP terms for one handler: marks replays, turns refusals into problems."""
+
+    log: Any  # ``IdempotencyConfig.logger``
+    function_name: str
+    header_name: str
+    clock: Clock
+
+    def result(self, result: Any, event: Any) -> Any:
+        """Return the handler's response, or a replayed one marked as such."""
+        if isinstance(result, _Replayed):
+            return mark_replayed(result.response, family_of(event))
+        return result
+
+    def failure(self, error: Exception, body: TrackedBody, event: Any) -> dict[str, Any]:
+        """Return the problem that answers ``error``; re-raise it when it is the handler's own."""
+        family = family_of(event)
+        if isinstance(error, RejectedError):
+            if error.status == 500:
+                _log_unknown_caller(self.log, self.function_name, error.field)
+            else:
+                self._log(error.status, error.reason, "REJECTED")
+            return problem(
+                family, error.status, error.title, error.detail, problem_type=error.problem_type
             )
-    if response is None:
-        raise exc  # the handler's own exception (its record was released), or unanswerable
+        response = None
+        if not body.started:
+            response = self._refusal(error, family)
+        elif body.returned and isinstance(error, IdempotencyTransactionConflictError):
+            # Nothing was written and nothing stored: the same request may be sent again. The
+            # body says neither which write failed nor what the item held.
+            self._log(409, "transaction-conflict", "CONFLICT")
+            response = problem(
+                family,
+                409,
+                "Conflict",
+                "The request conflicts with the current state of a resource; nothing was changed.",
+            )
+        if response is None:
+            raise error  # the handler's own exception (its record was released), or unanswerable
+        return response
+
+    def _refusal(self, error: Exception, family: Family) -> dict[str, Any] | None:
+        """Return the problem for an engine refusal before the handler ran, or None."""
+        header = self.header_name
+        if isinstance(error, IdempotencyValidationError):
+            return problem(
+                family,
+                422,
+                f"{header} is already used",
+                f"This {header} was already used with a different request.",
+                problem_type=IDEMPOTENCY_PROBLEM_TYPE,
+            )
+        if isinstance(error, IdempotencyAlreadyInProgressError):
+            end = error.lease_expires_at_ms
+            wait_s = 1 if end is None else max(1, math.ceil((end - self.clock.now_ms()) / 1000))
+            return problem(
+                family,
+                409,
+                f"A request is outstanding for this {header}",
+                "The first request with this key is still being processed; retry later.",
+                problem_type=IDEMPOTENCY_PROBLEM_TYPE,
+                retry_after=wait_s,
+            )
+        if isinstance(error, IdempotencyPersistenceLayerError):
+            return problem(
+                family,
+                503,
+                "Service Unavailable",
+                "The idempotency store is unavailable; the request was not processed.",
+                retry_after=1,
+            )
+        return None
+
+    def _log(self, status: int, reason: str, outcome: str) -> None:
+        (logger if self.log is None else self.log).info(
+            "idempotency http %s status=%s reason=%s function=%s",
+            outcome.lower(),
+            status,
+            reason,
+            self.function_name,
+            extra={"idempotency": {"outcome": outcome, "status": status, "reason": reason}},
+        )
+
+
+def _log_unknown_caller(log: Any, function: str, field: str) -> None:
+    (logger if log is None else log).error(
+        "idempotency http caller unknown: the request is authenticated but %s holds no caller; "
+        "name the caller with idempotent_http(caller=...), or opt in to one key space for all "
+        'callers with caller_scope="shared"; status=500 function=%s',
+        field,
+        function,
+        extra={"idempotency": {"outcome": "REJECTED", "status": 500, "reason": "unknown-caller"}},
+    )
+
+
+def problem(
+    family: Family,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    problem_type: str = "about:blank",
+    retry_after: int | None = None,
+) -> dict[str, Any]:
+    """Return an ``application/problem+json`` response (RFC 9457) in the event's family."""
+    body = json.dumps(
+        {"type": problem_type, "title": title, "status": status, "detail": detail},
+        separators=(",", ":"),
+    )
+    headers = {"Content-Type": PROBLEM_CONTENT_TYPE, "Cache-Control": "no-store"}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    response: dict[str, Any] = {"statusCode": status}
+    if family.shape is Shape.ALB:
+        response["statusDescription"] = f"{status} {HTTPStatus(status).phrase}"
+    if family.multi_value:
+        response["multiValueHeaders"] = {name: [value] for name, value in headers.items()}
+    else:
+        response["headers"] = headers
+    response["body"] = body
+    response["isBase64Encoded"] = False
     return response
 
 
-def _locate(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
-    event = args[0] if args else kwargs.get("event")
-    context = args[1] if len(args) > 1 else kwargs.get("context")
-    return event, context
+def status_of(response: Any) -> int:
+    """Return a handler response's status; 200 when it has none (what HTTP API infers)."""
+    if isinstance(response, Mapping):
+        code = response.get("statusCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+        if isinstance(code, str) and code.isascii() and code.isdigit():
+            return int(code)
+    return 200
+
+
+def _storable(policy: StorePolicy) -> Callable[[Any], bool]:
+    """Return the engine's ``store_result_if``: no 5xx; 4xx as ``policy`` says; the rest yes."""
+
+    def store_result_if(response: Any) -> bool:
+        status = status_of(response)
+        if status >= 500:
+            return False
+        if status >= 400:
+            if callable(policy):
+                return bool(policy(status))
+            return policy and status not in TRANSIENT_4XX
+        return True
+
+    return store_result_if
+
+
+class CookielessSerializer:
+    """Store a response without ``Set-Cookie`` headers or the v2 ``cookies`` list.
+
+    A cookie usually carries a session: replaying it would hand one client's session to whoever
+    retries with the same key. The first response is returned untouched; only the stored copy,
+    and so every replay, goes without cookies.
+    """
+
+    def to_dict(self, data: Any) -> Any:
+        """Return ``data`` without cookies (the same object when it has none)."""
+        if not isinstance(data, Mapping):
+            return data
+        stripped: dict[Any, Any] | None = None
+        for field in ("headers", "multiValueHeaders"):
+            headers = data.get(field)
+            if isinstance(headers, Mapping) and any(_is_set_cookie(name) for name in headers):
+                stripped = stripped if stripped is not None else dict(data)
+                stripped[field] = {k: v for k, v in headers.items() if not _is_set_cookie(k)}
+        if "cookies" in data:
+            stripped = stripped if stripped is not None else dict(data)
+            del stripped["cookies"]
+        return data if stripped is None else stripped
+
+    def from_dict(self, data: Any) -> Any:
+        """Return the stored response as it is."""
+        return data
+
+
+def _is_set_cookie(name: Any) -> bool:
+    return isinstance(name, str) and name.lower() == "set-cookie"
+
+
+def mark_replayed(response: Any, family: Family) -> Any:
+    """Return a replayed response with ``Idempotent-Replayed: true`` added in the right place.
+
+    A v2 response stored in the inferred format (no ``statusCode``) is spelled out as HTTP API
+    would have sent it; a response of no known form is returned as stored.
+    """
+    if isinstance(response, Mapping) and "statusCode" in response:
+        marked = dict(response)
+        single, multi = marked.get("headers"), marked.get("multiValueHeaders")
+        if isinstance(multi, Mapping) or (family.multi_value and multi is None):
+            marked["multiValueHeaders"] = _with_header(multi or {}, ["true"])
+        if isinstance(single, Mapping) or (not family.multi_value and single is None):
+            marked["headers"] = _with_header(single or {}, "true")
+        return marked
+    if family.shape is Shape.V2 and response is not None:
+        try:
+            body = json.dumps(response)
+        except (TypeError, ValueError):
+            return response
+        return {
+            "statusCode": 200,
+            "headers": {"Content-Type": "application/json", REPLAYED_HEADER: "true"},
+            "body": body,
+            "isBase64Encoded": False,
+        }
+    return response
+
+
+def _with_header(headers: Mapping[Any, Any], value: Any) -> dict[Any, Any]:
+    marked = {
+        name: existing
+        for name, existing in headers.items()
+        if not (isinstance(name, str) and name.lower() == REPLAYED_HEADER.lower())
+    }
+    marked[REPLAYED_HEADER] = value
+    return marked

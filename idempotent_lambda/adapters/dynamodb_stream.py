@@ -1,26 +1,38 @@
 """Idempotent processing of DynamoDB Stream batches with partial batch responses.
 
-Decorate a handler of one stream record; the result is the Lambda handler for the whole batch::
+Decorate a handler of one stream record; the result is the Lambda handler for the whole batch:
 
-    from idempotent_lambda import DynamoDBPersistenceLayer
-    from idempotent_lambda.adapters.dynamodb_stream import (
-        DynamoDBStreamRecord,
-        idempotent_stream_handler,
-    )
+```python
+from idempotent_lambda import DynamoDBPersistenceLayer
+from idempotent_lambda.adapters.dynamodb_stream import (
+    DynamoDBStreamRecord,
+    idempotent_stream_handler,
+)
 
-    store = DynamoDBPersistenceLayer("IdempotencyTable")
+store = DynamoDBPersistenceLayer("IdempotencyTable")
 
-    @idempotent_stream_handler(persistence_store=store)
-    def handler(record: DynamoDBStreamRecord, context) -> None:
-        if record.event_name == "INSERT":
-            send_welcome_email(record.new_image["email"])
+@idempotent_stream_handler(persistence_store=store)
+def handler(record: DynamoDBStreamRecord, context) -> None:
+    if record.event_name == "INSERT":
+        send_welcome_email(record.new_image["email"])
+```
 
-The event source mapping must enable ``ReportBatchItemFailures``. The records of one item (same
-``Keys``) run in sequence order; different items run concurrently (``max_concurrency``). Once a
-record fails, the item's later records are not processed. Lambda resumes the shard from the
-lowest failed sequence number, so the answer reports every record from there on; when they come
-back, the ones that completed meanwhile replay from their idempotency records (one batch read)
-instead of running again.
+The event source mapping must enable `ReportBatchItemFailures`. The batch handler returns
+`{"batchItemFailures": [{"itemIdentifier": sequence_number}, ...]}`; an `async def` record
+handler works too. TTL deletions are delivered like any REMOVE: check `record.is_ttl_removal`.
+Bad options raise `IdempotencyConfigError` at decoration time.
+
+- **Key**: the table (from `eventSourceARN`), the item keys and the sequence number, so a re-read
+  record replays; `event_key_jmespath` reads the raw record instead (for instance
+  `"dynamodb.NewImage.version.N"` together with the keys).
+- **Order**: the records of one item (same `Keys`) run in sequence order; different items run
+  concurrently (`max_concurrency`). Once a record fails (malformed, key error, in progress
+  elsewhere, store error, handler raised), the item's later records do not start. Lambda resumes
+  the shard from the lowest failed sequence number, so every record from there on is reported,
+  including records of other items that completed: on the retry those replay from their
+  idempotency records, all read at once when the store can (`BatchReadStore`).
+- Each failure is logged with the sequence number and error class; the answer is the same
+  whatever `max_concurrency` is.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ import datetime
 import decimal
 import functools
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -40,12 +52,12 @@ from idempotent_lambda.adapters._batch import (
     BatchHandler,
     BatchItemFailure,
     BatchSource,
-    MalformedEventError,
-    MalformedRecordError,
     PartialBatchResponse,
+    at,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
@@ -166,37 +178,14 @@ def idempotent_stream_handler(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
 ) -> Callable[[Callable[[DynamoDBStreamRecord, Any], object]], BatchHandler]:
-    """Turn a handler of one stream record into an idempotent handler of stream batches.
-
-    The decorated ``handler(record, context)`` receives a `DynamoDBStreamRecord`; the returned
-    ``handler(event, context)`` returns ``{"batchItemFailures": [{"itemIdentifier": seq}, ...]}``.
-    ``async def`` record handlers work too. TTL deletions are delivered like any REMOVE; check
-    ``record.is_ttl_removal``.
-
-    Key: the table (from ``eventSourceARN``) + the item keys + the sequence number, so a re-read
-    record replays; ``config.event_key_jmespath`` applies to the raw record instead (for
-    instance ``"dynamodb.NewImage.version.N"`` together with the keys).
-
-    Order: the records of one item (same ``Keys``) run in sequence order, and different items
-    run concurrently. Once a record fails (malformed, key error, in progress elsewhere, store
-    error, handler raised), the item's later records do not start. Lambda resumes the shard from
-    the lowest failed sequence number, so every record from that one on is reported failed,
-    including records of other items that completed: on the retry, those replay from their
-    idempotency records. Before any record runs, every key is read at once when the store can
-    (`BatchReadStore`), so a redelivered tail costs one read. Each failure is logged with the
-    sequence number and error class. The answer is the same whatever ``max_concurrency`` is.
+    """Turn a handler ``(record: DynamoDBStreamRecord, context)`` into a stream batch handler.
 
     Args:
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        max_concurrency: How many items run at once (threads sharing the store's client, or
-            asyncio tasks for ``async def`` handlers); 1 runs the batch one record at a time.
-        time_safety_margin_ms: No record starts with less time than this left in the invocation;
-            the rest is reported failed. 0 turns the check off.
-
-    Raises:
-        IdempotencyConfigError: An option is unusable (at decoration time).
+        max_concurrency: Items run at once; 1 runs the batch one record at a time.
+        time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
     """
     return batch_decorator(
         STREAM_SOURCE,
@@ -270,14 +259,6 @@ def _deserializer() -> Any:
     return StreamDeserializer()
 
 
-def _identify(raw: Any) -> str | None:
-    if not isinstance(raw, Mapping):
-        return None
-    change = raw.get("dynamodb")
-    sequence_number = change.get("SequenceNumber") if isinstance(change, Mapping) else None
-    return sequence_number if isinstance(sequence_number, str) and sequence_number else None
-
-
 def _default_key(raw: Mapping[str, Any]) -> Any:
     change = raw["dynamodb"]
     return {
@@ -287,21 +268,9 @@ def _default_key(raw: Mapping[str, Any]) -> Any:
     }
 
 
-def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
-    """Each record's item: its keys as delivered, canonically ordered (a batch is one shard).
-
-    When a record's item cannot be read, nothing can be said about what it orders against, so
-    the whole batch becomes one chain: in sequence order, stopping at the first failure.
-    """
-    items = [_item(raw) for raw in records]
-    if None in items:
-        return ["batch"] * len(records)
-    return list(items)
-
-
 def _item(raw: Mapping[str, Any]) -> str | None:
-    change = raw.get("dynamodb")
-    keys = change.get("Keys") if isinstance(change, Mapping) else None
+    """Return the record's item, its keys as delivered canonically ordered (a batch is a shard)."""
+    keys = at("dynamodb", "Keys")(raw)
     if not isinstance(keys, Mapping):
         return None
     try:
@@ -310,17 +279,11 @@ def _item(raw: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _always(records: Sequence[Mapping[str, Any]]) -> bool:
-    """Streams carry no redelivery hint, and a retried shard resends its whole tail."""
-    return True
-
-
 STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
     name="dynamodb_stream",
-    identify=_identify,
     parse=DynamoDBStreamRecord.from_raw,
+    identifier=at("dynamodb", "SequenceNumber"),
     default_key=_default_key,
-    chains=_chains,
-    checkpoint=True,
-    may_be_redelivered=_always,
+    chain=_item,
+    checkpoint=True,  # streams carry no redelivery hint: a retried shard resends its tail
 )

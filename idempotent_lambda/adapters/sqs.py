@@ -1,25 +1,39 @@
 """Idempotent processing of SQS batches with partial batch responses.
 
-Decorate a handler of one message; the result is the Lambda handler for the whole batch::
+Decorate a handler of one message; the result is the Lambda handler for the whole batch:
 
-    from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
-    from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
+```python
+from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
+from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 
-    store = DynamoDBPersistenceLayer("IdempotencyTable")
+store = DynamoDBPersistenceLayer("IdempotencyTable")
 
-    @idempotent_sqs_handler(
-        persistence_store=store,
-        config=IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id"),
-    )
-    def handler(record: SQSRecord, context) -> dict:
-        return charge(record.json_body)
+@idempotent_sqs_handler(
+    persistence_store=store,
+    config=IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id"),
+)
+def handler(record: SQSRecord, context) -> dict:
+    return charge(record.json_body)
+```
 
-The event source mapping must enable ``ReportBatchItemFailures``. Each message runs once per key
-(the message id by default); the handler's return value is what is stored and replayed. Records
-run concurrently (``max_concurrency``, 16 by default). Standard queues: every record is attempted
-and failures are reported one by one. FIFO queues: each message group runs in order; once a
-record fails, the rest of its group is reported failed without being processed, while other
-groups go on (Powertools' ``skip_group_on_error=True``).
+The event source mapping must enable `ReportBatchItemFailures`. The batch handler returns
+`{"batchItemFailures": [{"itemIdentifier": message_id}, ...]}`, the messages to retry; an
+`async def` record handler works too (the batch handler stays synchronous). Bad options raise
+`IdempotencyConfigError` at decoration time.
+
+- **Key**: the message id, so a redelivered message replays; `event_key_jmespath` reads the raw
+  record instead, so two messages with the same business key run once. Records of one batch with
+  the same key run one after the other, and the later ones replay the first one's result.
+- **One read**: before any record runs, every key is read at once when the store can
+  (`BatchReadStore`), unless every message's `ApproximateReceiveCount` is 1; records already
+  COMPLETED replay from that read.
+- **Failures**: a malformed record, a key error, a key in progress elsewhere, a store error or
+  the handler raising fails that record (logged with its message id and error class, never the
+  body). Standard queues: every record is attempted. FIFO queues (ARN ending in `.fifo`): once a
+  record fails, the rest of its message group is reported without running, while other groups go
+  on (Powertools' `skip_group_on_error=True`).
+- **Concurrency**: up to `max_concurrency` records (FIFO: message groups) run at once; the
+  answer is the same whatever it is.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,12 +51,12 @@ from idempotent_lambda.adapters._batch import (
     BatchHandler,
     BatchItemFailure,
     BatchSource,
-    MalformedEventError,
-    MalformedRecordError,
     PartialBatchResponse,
+    at,
     batch_decorator,
 )
 from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
@@ -92,11 +106,7 @@ class SQSRecord:
 
     @property
     def json_body(self) -> Any:
-        """The body parsed as JSON, on first access (then kept).
-
-        Raises:
-            ValueError: The body is not JSON (`json.JSONDecodeError`).
-        """
+        """The body parsed as JSON on first access; raises `json.JSONDecodeError`."""
         if self._json_body is _NOT_PARSED:
             object.__setattr__(self, "_json_body", json.loads(self.body))
         return self._json_body
@@ -161,41 +171,14 @@ def idempotent_sqs_handler(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
 ) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
-    """Turn a handler of one SQS message into an idempotent handler of SQS batches.
-
-    The decorated ``handler(record, context)`` receives an `SQSRecord`; the returned
-    ``handler(event, context)`` returns ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``
-    listing the messages to retry. ``async def`` record handlers work too (the batch handler
-    stays synchronous and runs them on an event loop).
-
-    Key: the message id, so a redelivered message replays; ``config.event_key_jmespath`` applies
-    to the raw record instead (``"powertools_json(body).order_id"``), so two messages with the same
-    business key run once. Records of one batch with the same key run one after the other, in
-    batch order, and the later ones replay the first one's result.
-
-    Before any record runs, every key is read at once when the store can (`BatchReadStore`:
-    DynamoDB, Redis, in-memory) unless every message's ``ApproximateReceiveCount`` is 1 (a first
-    delivery): records already COMPLETED replay from that read without a write.
-
-    Failures: a malformed record, a key error, a key in progress elsewhere, a store error or the
-    handler raising fails that record (logged with its message id and the error class, never the
-    body). Standard queues: every record is attempted. FIFO queues (ARN ending in ``.fifo``):
-    once a record fails, the rest of its message group is reported failed without running;
-    other groups go on, since FIFO only orders messages within a group. The answer lists the
-    same records, in the same order, whatever ``max_concurrency`` is.
+    """Turn a handler ``(record: SQSRecord, context)`` into an idempotent SQS batch handler.
 
     Args:
         persistence_store: Where records live.
         config: Key, validation and expiry settings; the defaults when omitted.
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        max_concurrency: How many records (FIFO: message groups) run at once: threads sharing
-            the store's client for ``def`` handlers, asyncio tasks for ``async def`` ones.
-            1 processes the batch one record at a time.
-        time_safety_margin_ms: No record starts with less time than this left in the invocation;
-            the rest is reported failed. 0 turns the check off.
-
-    Raises:
-        IdempotencyConfigError: An option is unusable (at decoration time).
+        max_concurrency: Records (FIFO: message groups) run at once; 1 runs them in turn.
+        time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
     """
     return batch_decorator(
         SQS_SOURCE,
@@ -245,48 +228,22 @@ def _base64(value: Any) -> bytes | None:
         raise MalformedRecordError("SQS record with a binary attribute that is not base64") from exc
 
 
-def _identify(raw: Any) -> str | None:
-    if not isinstance(raw, Mapping):
-        return None
-    message_id = raw.get("messageId")
-    return message_id if isinstance(message_id, str) and message_id else None
-
-
-def _default_key(raw: Mapping[str, Any]) -> Any:
-    return raw["messageId"]
-
-
-def _chains(records: Sequence[Mapping[str, Any]]) -> list[Hashable | None]:
-    return [_chain(raw) for raw in records]
-
-
 def _chain(raw: Mapping[str, Any]) -> Hashable | None:
     """FIFO: the message group (a record without one is a group of its own); else None."""
     if not is_fifo_arn(raw.get("eventSourceARN")):
         return None
-    attributes = raw.get("attributes")
-    group = attributes.get("MessageGroupId") if isinstance(attributes, Mapping) else None
+    group = _group(raw)
     return ("group", group) if isinstance(group, str) else ("message", raw.get("messageId"))
 
 
-def _may_be_redelivered(records: Sequence[Mapping[str, Any]]) -> bool:
-    """False only when every message says it is received for the first time."""
-    for raw in records:
-        attributes = raw.get("attributes")
-        count = (
-            attributes.get("ApproximateReceiveCount") if isinstance(attributes, Mapping) else None
-        )
-        if count != "1":
-            return True
-    return False
-
+_group = at("attributes", "MessageGroupId")
+_receive_count = at("attributes", "ApproximateReceiveCount")
 
 SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
     name="sqs",
-    identify=_identify,
     parse=SQSRecord.from_raw,
-    default_key=_default_key,
-    chains=_chains,
-    checkpoint=False,
-    may_be_redelivered=_may_be_redelivered,
+    identifier=at("messageId"),
+    default_key=at("messageId"),
+    chain=_chain,
+    first_delivery=lambda raw: _receive_count(raw) == "1",
 )

@@ -15,7 +15,8 @@ from typing import Any
 
 from idempotent_lambda import __version__
 from idempotent_lambda._clock import SYSTEM_CLOCK
-from idempotent_lambda._identity import default_prefix, derive_invocation
+from idempotent_lambda._entry import default_prefix
+from idempotent_lambda._identity import derive_invocation
 from idempotent_lambda.cli import _records
 from idempotent_lambda.cli._output import ERROR, INTERRUPTED, NOT_FOUND, OK, CliError, Screen
 from idempotent_lambda.config import IdempotencyConfig

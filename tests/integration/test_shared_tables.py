@@ -23,7 +23,8 @@ from idempotent_lambda import (
     idempotent,
 )
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
-from idempotent_lambda._identity import derive_invocation, prefix_source
+from idempotent_lambda._entry import default_prefix
+from idempotent_lambda._identity import derive_invocation
 from idempotent_lambda._record_format import POWERTOOLS
 from idempotent_lambda.persistence.base import PersistenceStore, store_for_format
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
@@ -178,7 +179,7 @@ def test_we_never_complete_or_release_a_record_powertools_holds(fleet: Fleet) ->
     assert body.entered.wait(WAIT_S)
     store = store_for_format(fleet.our_store(SYSTEM_CLOCK), "powertools")
     config = IdempotencyConfig(record_format="powertools")
-    prefix = prefix_source(body.handler, POWERTOOLS)()
+    prefix = default_prefix(body.handler, POWERTOOLS)
     key = derive_invocation(config, event, prefix=prefix, now_ms=0, context=None)
     assert key is not None
     held = store.get(key.key)

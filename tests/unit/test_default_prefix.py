@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import (
+    IdempotencyConfig,
     IdempotencyConfigError,
     InMemoryPersistenceLayer,
     idempotent,
@@ -18,6 +19,9 @@ from idempotent_lambda import (
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+from idempotent_lambda.testing import FakeLambdaContext
+from tests.events import http_events as ev
+from tests.unit._doubles import Decisions
 
 Decorator = Callable[..., Any]
 ADAPTERS: list[Decorator] = [
@@ -110,8 +114,34 @@ def test_a_rebuilt_handler_may_reuse_the_prefix_once_the_old_one_is_garbage() ->
 
     old = make_self_referencing()
     del old
+    gc.collect()
     rebuilt = make_self_referencing()
     assert rebuilt is not None
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_a_handler_freed_by_reference_counting_gives_its_prefix_up_at_once() -> None:
+    """No collection is needed when nothing but the handler refers to itself."""
+    store = InMemoryPersistenceLayer()
+    old = make(idempotent, store, 1)
+    del old
+    rebuilt = make(idempotent, store, 2)
+    assert "2" == rebuilt({"id": 1}, None)["body"]
+
+
+def test_the_check_never_runs_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collision is refused without a collection, which would run arbitrary finalizers."""
+
+    def collect(*args: Any) -> int:
+        raise AssertionError("the library ran gc.collect()")
+
+    monkeypatch.setattr(gc, "collect", collect)
+    store = InMemoryPersistenceLayer()
+    first = make(idempotent, store, 1)
+
+    with pytest.raises(IdempotencyConfigError, match="key_prefix"):
+        make(idempotent, store, 2)
+    assert first is not None
 
 
 def test_stores_are_checked_separately() -> None:
@@ -130,3 +160,47 @@ def test_the_check_keeps_no_store_alive() -> None:
     gc.collect()
 
     assert dropped() is None
+
+
+ONE_REQUEST: dict[Decorator, Any] = {
+    idempotent: {"id": 1},
+    idempotent_http: ev.make_event("apigateway-v1", key="k-1"),
+    idempotent_sqs_handler: {
+        "Records": [
+            {
+                "messageId": "m-1",
+                "body": "{}",
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+            }
+        ]
+    },
+    idempotent_stream_handler: {
+        "Records": [
+            {
+                "eventID": "e1",
+                "eventName": "INSERT",
+                "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/T/stream/2024",
+                "dynamodb": {"Keys": {"pk": {"S": "a"}}, "SequenceNumber": "1"},
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("record_format", ["native", "powertools"])
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_the_decorator_and_the_adapters_derive_one_default_prefix(
+    decorator: Decorator, record_format: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a function name: ``local`` natively, Powertools' ``test-func`` in its format."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    decisions = Decisions()
+    config = IdempotencyConfig(record_format=record_format, decision_hook=decisions)
+    handler = make(decorator, InMemoryPersistenceLayer(), 1, config=config)
+
+    handler(ONE_REQUEST[decorator], FakeLambdaContext())
+
+    name = "local" if record_format == "native" else "test-func"
+    expected = {f"{name}.{__name__}.make.<locals>.handler"}
+    assert expected == {d.key.rpartition("#")[0] for d in decisions.items if d.key}

@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from idempotent_lambda import IdempotencyConfig, IdempotencyConfigError, idempotent
-from idempotent_lambda._identity import derive_invocation, prefix_source
+from idempotent_lambda._entry import default_prefix
+from idempotent_lambda._identity import derive_invocation
 from idempotent_lambda._record_format import POWERTOOLS
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
 from idempotent_lambda.testing import ManualClock
@@ -109,7 +110,7 @@ def test_key_and_validation_hash_are_powertools_own(
 
     layer = powertools_layer(f"{handler.__module__}.{handler.__qualname__}", **options)
     config = IdempotencyConfig(record_format="powertools", **options)
-    prefix = prefix_source(handler, config.format)()
+    prefix = default_prefix(handler, config.format)
     invocation = derive_invocation(config, event, prefix=prefix, now_ms=0, context=None)
 
     assert invocation is not None
@@ -134,7 +135,7 @@ def test_prefix_without_a_function_name_is_powertools_own(
     layer = powertools_layer(path)
     expected = layer._get_hashed_idempotency_key({"a": 1}).rpartition("#")[0]
 
-    assert expected == prefix_source(handler, POWERTOOLS)()
+    assert expected == default_prefix(handler, POWERTOOLS)
 
 
 @pytest.mark.parametrize(

@@ -1,37 +1,40 @@
-"""Read an API Gateway / Function URL / ALB proxy event into what the HTTP adapter needs.
+"""Read a proxy event: its shape, request line, query, body and idempotency key header.
 
 Four event shapes reach a proxy handler:
 
-=================  ===========================================  ==================================
-shape              recognised by                                route (part of the key's scope)
-=================  ===========================================  ==================================
-REST API (v1)      ``httpMethod`` (also HTTP API payload 1.0)   ``resource``
-HTTP API (v2)      ``version == "2.0"``                         ``routeKey``
-Function URL       v2 with ``routeKey`` ``"$default"`` / none   ``rawPath``
-ALB                ``requestContext.elb``                       ``path``
-=================  ===========================================  ==================================
+| shape | recognised by | route (part of the key's scope) |
+|---|---|---|
+| REST API (v1) | `httpMethod` (also HTTP API payload 1.0) | `resource` |
+| HTTP API (v2) | `version == "2.0"` | `routeKey` |
+| Function URL | v2 with `routeKey` `"$default"` or none | `rawPath` |
+| ALB | `requestContext.elb` | `path` |
 
-A v1 ``resource`` or v2 ``routeKey`` of ``"$default"`` (a catch-all route) falls back to the path,
-so unrelated paths never share a scope. The scope also names the API (``apiId``, else
-``domainName``; the target group ARN on ALB) and the stage. The caller is read by
-`idempotent_lambda.adapters._http_caller`. Nothing here raises anything but `MalformedEventError`,
-whose reason is a fixed phrase (never request data), safe to log and to return to the client.
+A route of `"$default"` (a catch-all) falls back to the path, so unrelated paths never share a
+scope; the scope also names the API (`apiId`, else `domainName`; the target group ARN on ALB)
+and the stage. Reading raises `MalformedEventError` or `InvalidKeyError` only, with a fixed
+reason (never request data), safe to log and to return to the client.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import enum
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idempotent_lambda.exceptions import MalformedEventError
+
 #: Longest accepted idempotency key (the IETF draft's examples and Stripe's limit).
 MAX_KEY_LENGTH = 255
-
 # Structured Field parameters after a quoted key: ``;name`` or ``;name=value``; ignored.
 _SF_PARAMETERS = re.compile(r'(?:;[ ]*[a-z*][a-z0-9_\-.*]*(?:=(?:"(?:[^"\\]|\\["\\])*"|[^;"]*))?)*')
+
+Query = tuple[tuple[str, tuple[str, ...]], ...]
 
 
 class Shape(enum.Enum):
@@ -53,10 +56,6 @@ class Family:
     multi_value: bool
 
 
-class MalformedEventError(Exception):
-    """The event is not a proxy request this adapter can read; the reason holds no user data."""
-
-
 class InvalidKeyError(Exception):
     """The idempotency key header is present but unusable; the reason holds no user data."""
 
@@ -66,27 +65,18 @@ class HttpRequest:
     """The parts of one proxy event that identify and fingerprint the request.
 
     Attributes:
-        family: Event shape, for answering in kind.
-        method: Upper-case HTTP method.
         route: The route the request matched (see the module docstring).
-        path: The request path.
-        api: The API the route belongs to: ``apiId`` (else ``domainName``), or the ALB's
-            target group ARN; None when the event names none.
-        stage: The API's stage; None for ALB events.
-        query: Query parameters as sorted ``(name, (values...))`` pairs, as the event holds them:
-            undecoded from a v2 ``rawQueryString`` or an ALB event, decoded by API Gateway in v1.
-        content_type: Every value of the ``Content-Type`` header.
-        key_values: Every value of the idempotency key header (usually one, or none).
-        body: The body: bytes when it was base64-encoded (decoded here), else the text.
+        query: Sorted ``(name, (values...))`` pairs as the event holds them (v2 and ALB: not
+            decoded).
+        body: Bytes when it was base64-encoded (decoded here), else the text.
     """
 
-    family: Family
     method: str
     route: str
     path: str
     api: str | None
     stage: str | None
-    query: tuple[tuple[str, tuple[str, ...]], ...]
+    query: Query
     content_type: tuple[str, ...]
     key_values: tuple[str, ...]
     body: str | bytes
@@ -97,20 +87,15 @@ def family_of(event: Any) -> Family:
     if not isinstance(event, dict):
         return Family(Shape.V1, multi_value=False)
     context = event.get("requestContext")
-    multi = isinstance(event.get("multiValueHeaders"), dict)
     if isinstance(context, dict) and "elb" in context:
         return Family(Shape.ALB, multi_value="multiValueHeaders" in event)
     if event.get("version") == "2.0":
         return Family(Shape.V2, multi_value=False)
-    return Family(Shape.V1, multi_value=multi)
+    return Family(Shape.V1, multi_value=isinstance(event.get("multiValueHeaders"), dict))
 
 
 def method_of(event: Any) -> str | None:
-    """Return the request's upper-case method, or None when it cannot be read; never raises.
-
-    Cheaper than `parse_request` and blind to the rest of the event, so a method the adapter does
-    not cover is passed through before anything else is looked at.
-    """
+    """Return the request's upper-case method, or None when it cannot be read; never raises."""
     if not isinstance(event, dict):
         return None
     if family_of(event).shape is Shape.V2:
@@ -123,15 +108,11 @@ def method_of(event: Any) -> str | None:
 
 
 def parse_request(event: Any, header_name: str) -> HttpRequest:
-    """Read the request out of a proxy event.
-
-    Args:
-        event: The Lambda event.
-        header_name: The idempotency key header, lower-case.
+    """Read the request out of a proxy event (``header_name`` in lower case).
 
     Raises:
-        MalformedEventError: Not a proxy event, or a field has the wrong type, or the body is
-            not valid base64.
+        MalformedEventError: Not a proxy event, a field of the wrong type, or a body that is not
+            valid base64.
     """
     if not isinstance(event, dict):
         raise MalformedEventError("the event is not a JSON object")
@@ -140,6 +121,7 @@ def parse_request(event: Any, header_name: str) -> HttpRequest:
     if context is not None and not isinstance(context, dict):
         raise MalformedEventError("requestContext is not an object")
     context = context or {}
+    route = None
     if family.shape is Shape.V2:
         http = context.get("http")
         method = _string(http.get("method") if isinstance(http, dict) else None, "method")
@@ -153,18 +135,13 @@ def parse_request(event: Any, header_name: str) -> HttpRequest:
             )
         method = _string(event.get("httpMethod"), "httpMethod")
         path = _string(event.get("path"), "path")
-        route = None
         if family.shape is Shape.V1:
             route = _optional_string(event.get("resource"), "resource")
         query = _query_parameters(event)
     if not method:
         raise MalformedEventError("the method is empty")
-    key_values = tuple(
-        part for value in _header_values(event, header_name) for part in split_list(value)
-    )
     api, stage = _api_and_stage(family, context)
     return HttpRequest(
-        family=family,
         method=method.upper(),
         route=path if route is None or route in ("", "$default") else route,
         path=path,
@@ -172,7 +149,9 @@ def parse_request(event: Any, header_name: str) -> HttpRequest:
         stage=stage,
         query=query,
         content_type=_header_values(event, "content-type"),
-        key_values=key_values,
+        key_values=tuple(
+            part for value in _header_values(event, header_name) for part in split_list(value)
+        ),
         body=_body(event),
     )
 
@@ -180,9 +159,8 @@ def parse_request(event: Any, header_name: str) -> HttpRequest:
 def split_list(value: str) -> list[str]:
     """Split a header value into its list members: a comma outside a quoted string separates.
 
-    HTTP API and Function URL events deliver a header sent more than once as one comma-joined
-    value (so does HTTP API payload 1.0 in ``headers``); splitting on every shape makes a repeated
-    key header read the same everywhere. A key holding a comma must be sent quoted.
+    HTTP API and Function URL events deliver a repeated header as one comma-joined value, so a
+    repeated key header reads the same on every shape. A key holding a comma must be quoted.
     """
     if "," not in value:
         return [value]
@@ -202,11 +180,9 @@ def split_list(value: str) -> list[str]:
 
 
 def read_key(values: tuple[str, ...]) -> str | None:
-    """Return the idempotency key from the header's values; None when the header is absent.
+    """Return the key from the header's values, bare or a quoted Structured Field string.
 
-    The value may be bare or a Structured Field string (``"abc"``, with ``\\"`` and ``\\\\``
-    escapes and optional parameters, which are ignored). The key must be 1 to 255 printable ASCII
-    characters (space to ``~``).
+    Returns None when the header is absent. The key is 1 to 255 printable ASCII characters.
 
     Raises:
         InvalidKeyError: The header is repeated with different values, or its value is unusable.
@@ -252,26 +228,24 @@ def _header_values(event: dict[str, Any], name: str) -> tuple[str, ...]:
     """Collect the header's values from ``headers`` and ``multiValueHeaders``, any name case."""
     found: list[str] = []
     size = len(name)
-    headers = event.get("headers")
-    if headers is not None:
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if headers is None:
+            continue
         if not isinstance(headers, dict):
-            raise MalformedEventError("headers is not an object")
+            raise MalformedEventError(f"{field} is not an object")
         for header, value in headers.items():
             # Cheap length test first: this runs for every header of every request.
-            matches = type(header) is str and len(header) == size and header.lower() == name
-            if matches and value is not None:
+            if type(header) is not str or len(header) != size or header.lower() != name:
+                continue
+            if value is None:
+                continue
+            if field == "headers":
                 found.append(_string(value, "a header value"))
-    multi = event.get("multiValueHeaders")
-    if multi is not None:
-        if not isinstance(multi, dict):
-            raise MalformedEventError("multiValueHeaders is not an object")
-        for header, values in multi.items():
-            if type(header) is str and len(header) == size and header.lower() == name:
-                if values is None:
-                    continue
-                if not isinstance(values, list):
-                    raise MalformedEventError("a multiValueHeaders entry is not a list")
-                found.extend(_string(value, "a header value") for value in values)
+            elif isinstance(value, list):
+                found.extend(_string(item, "a header value") for item in value)
+            else:
+                raise MalformedEventError("a multiValueHeaders entry is not a list")
     return tuple(found)
 
 
@@ -304,7 +278,7 @@ def _body(event: dict[str, Any]) -> str | bytes:
         raise MalformedEventError("body is not valid base64") from exc
 
 
-def _raw_query(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _raw_query(event: dict[str, Any]) -> Query:
     """Group the raw query string's pairs, left undecoded: ``%FF`` stays apart from ``%FE``, and
     ``+`` from ``%20`` and ``%2B``, exactly as the client sent them."""
     raw = event.get("rawQueryString")
@@ -318,7 +292,7 @@ def _raw_query(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]
     return tuple(sorted((name, tuple(values)) for name, values in grouped.items()))
 
 
-def _query_parameters(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _query_parameters(event: dict[str, Any]) -> Query:
     multi = event.get("multiValueQueryStringParameters")
     if multi is not None:
         if not isinstance(multi, dict):
@@ -327,7 +301,9 @@ def _query_parameters(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]
         for name, values in multi.items():
             if not isinstance(values, list):
                 raise MalformedEventError("a query parameter's values are not a list")
-            pairs.append((_string(name, "a query name"), tuple(_strings(values))))
+            pairs.append(
+                (_string(name, "a query name"), tuple(_string(v, "a query value") for v in values))
+            )
         return tuple(sorted(pairs))
     single = event.get("queryStringParameters")
     if single is None:
@@ -342,10 +318,6 @@ def _query_parameters(event: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]
     )
 
 
-def _strings(values: list[Any]) -> list[str]:
-    return [_string(value, "a query value") for value in values]
-
-
 def _string(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise MalformedEventError(f"{what} is missing or not a string")
@@ -354,3 +326,14 @@ def _string(value: Any, what: str) -> str:
 
 def _optional_string(value: Any, what: str) -> str | None:
     return None if value is None else _string(value, what)
+
+
+def event_view(event: Mapping[str, Any], body: str | bytes) -> dict[str, Any]:
+    """Return the event as expressions see it: a shallow copy with the body parsed as JSON.
+
+    A body that is not JSON is left as it is, so ``powertools_json(body)`` fails as in Powertools.
+    """
+    view = dict(event)
+    with contextlib.suppress(ValueError, RecursionError):  # not UTF-8, not JSON, too deep
+        view["body"] = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
+    return view
