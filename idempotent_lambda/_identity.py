@@ -9,10 +9,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from idempotent_lambda._effects import StoreTally
-from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
-from idempotent_lambda._record_format import NATIVE, RecordFormat
+from idempotent_lambda._record_format import NATIVE, RecordFormat, lambda_function_name
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
@@ -20,9 +18,7 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
 class Invocation(NamedTuple):
-    """Who this invocation is, as every store call needs it: an immutable value.
-
-    A named tuple: one is built per call, and nothing immutable is cheaper to build.
+    """Who this invocation is, as every store call needs it: an immutable value, built per call.
 
     Attributes:
         key: ``"{prefix}#{hexdigest}"``.
@@ -31,7 +27,6 @@ class Invocation(NamedTuple):
         lease_end_ms: When this invocation's claim stops protecting it.
         deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
         now_ms: The store clock's reading the identity was derived at (the first claim's time).
-        tally: Its store calls so far (the one mutable thing it carries).
     """
 
     key: str
@@ -40,7 +35,6 @@ class Invocation(NamedTuple):
     lease_end_ms: int
     deadline_ms: int | None
     now_ms: int
-    tally: StoreTally
 
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
@@ -139,11 +133,7 @@ def prefix_source(
 
 
 def digest(config: IdempotencyConfig, value: Any) -> str:
-    """Hash ``value`` as the config's record format does, with the config's hash function.
-
-    Raises:
-        IdempotencyKeyError: ``value`` has no JSON form in that format, or is nested too deeply.
-    """
+    """Hash ``value`` in the config's record format (see `RecordFormat.digest`)."""
     return config.format.digest(config.hash_name, value)
 
 
@@ -224,5 +214,4 @@ def build_invocation(
         lease_end_ms=now_ms + lease_ms,
         deadline_ms=None if remaining is None else now_ms + remaining,
         now_ms=now_ms,
-        tally=StoreTally(),
     )

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
-from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._identity import (
     Invocation,
     derive_invocation,
@@ -107,7 +107,7 @@ def _decorator(
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         if key_prefix is None:
             reserve_default_prefix(store, function)
-        call = IdempotentCall(
+        call = IdempotentFunction(
             store=store,
             config=settings,
             function_name=function.__qualname__,

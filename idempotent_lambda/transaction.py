@@ -29,7 +29,7 @@ transaction is cancelled nothing is written and:
 A body that raises (or whose result the adapter does not store, such as an HTTP 5xx) discards
 its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``), no key in the payload, or an
 HTTP method the adapter leaves alone, the decorators and adapters still commit the queued writes,
-atomically among themselves, when the body returns (`IdempotentCall.unrecorded`).
+atomically among themselves, when the body returns (`IdempotentFunction.unrecorded`).
 """
 
 from __future__ import annotations

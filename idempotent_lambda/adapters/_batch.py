@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
-from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._identity import reserve_default_prefix
 from idempotent_lambda._lambda_context import as_lambda_context, current_lambda_context
 from idempotent_lambda.adapters._batch_lanes import (
@@ -185,7 +185,7 @@ class _Processor(Generic[RecordT]):
         self.key_prefix = key_prefix
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
-        self.call = IdempotentCall(
+        self.call = IdempotentFunction(
             store=store,
             config=config,
             function_name=getattr(function, "__qualname__", type(function).__qualname__),

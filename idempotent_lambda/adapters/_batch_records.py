@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import Derive, IdempotentCall
-from idempotent_lambda._env import idempotency_disabled
+from idempotent_lambda._engine import Derive, IdempotentFunction, idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation, default_prefix
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._observability import Outcome
@@ -45,7 +44,7 @@ class RecordRunner(Generic[RecordT]):
         self,
         source: BatchSource[RecordT],
         function: Callable[[RecordT, Any], object],
-        call: IdempotentCall,
+        call: IdempotentFunction,
         records: list[Mapping[str, Any]],
         context: Any,
         key_prefix: str | None,

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import IdempotentCall
+from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._identity import reserve_default_prefix
 from idempotent_lambda.adapters._http_caller import CallerOption, CallerPolicy
 from idempotent_lambda.adapters._http_event import family_of
@@ -137,7 +137,7 @@ def idempotent_http(
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         if key_prefix is None:
             reserve_default_prefix(persistence_store, function)
-        call = IdempotentCall(
+        call = IdempotentFunction(
             store=persistence_store,
             config=settings,
             function_name=function.__qualname__,
@@ -161,12 +161,14 @@ def idempotent_http(
     return decorate
 
 
-def _wrap(function: Callable[P, R], call: IdempotentCall, reader: IdentityReader) -> Callable[P, R]:
+def _wrap(
+    function: Callable[P, R], call: IdempotentFunction, reader: IdentityReader
+) -> Callable[P, R]:
     """Return the wrapper: run the handler through the engine, answer failures in HTTP terms.
 
-    Without an identity the handler still runs inside a transaction (`IdempotentCall.unrecorded`),
-    so `current_transaction` works there too; its writes commit when the response would have been
-    stored.
+    Without an identity the handler still runs inside a transaction
+    (`IdempotentFunction.unrecorded`), so `current_transaction` works there too; its writes
+    commit when the response would have been stored.
     """
     if inspect.iscoroutinefunction(function):
         async_function = cast(Callable[..., Awaitable[Any]], function)
