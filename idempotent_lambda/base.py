@@ -79,11 +79,7 @@ class IdempotencyHandler:
         )(run)
 
     def handle(self, is_replay: bool = False) -> Any:
-        """Run the function, or return the stored result of the earlier run.
-
-        Args:
-            is_replay: Accepted for compatibility with Powertools' durable functions; unused.
-        """
+        """Run the function, or return the earlier run's result (``is_replay`` is ignored)."""
         return self._run(payload=self.data)
 
 

@@ -58,11 +58,7 @@ class InMemoryPersistenceLayer:
         self._lock = threading.Lock()
 
     def with_record_format(self, record_format: str) -> InMemoryPersistenceLayer:
-        """Return this store: it keeps records as objects, so every format is the same to it.
-
-        Raises:
-            IdempotencyConfigError: An unknown format.
-        """
+        """Return this store: it keeps records as objects, so every format is the same to it."""
         if record_format not in ("native", "powertools"):
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
         return self

@@ -144,12 +144,7 @@ class BatchReadStore(PersistenceStore, Protocol):
 
 
 def transactional(store: object) -> TransactionalStore:
-    """Return ``store`` typed as a `TransactionalStore`, after checking that it is one.
-
-    Raises:
-        IdempotencyTransactionError: The store cannot commit business writes (transactions
-            refuse to queue writes on such a store, so this guards against a broken store).
-    """
+    """Return ``store`` as a `TransactionalStore`, or raise `IdempotencyTransactionError`."""
     if not isinstance(store, TransactionalStore):
         raise IdempotencyTransactionError(
             f"{type(store).__name__} cannot commit business writes with the record"
