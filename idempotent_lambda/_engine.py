@@ -46,7 +46,6 @@ from idempotent_lambda.persistence.protocol import (
     transactional,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
-from idempotent_lambda.serialization import NoOpSerializer
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
 T = TypeVar("T")
@@ -108,7 +107,7 @@ class IdempotentFunction:
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
         self.reporter = Reporter(function_name, config.decision_hook, config.logger)
         self._to_dict = serializer.to_dict
-        self._from_dict = None if type(serializer) is NoOpSerializer else serializer.from_dict
+        self._from_dict = serializer.from_dict
         self._store_result_if = store_result_if
         self._on_replay = on_replay
 
@@ -566,9 +565,7 @@ class IdempotentFunction:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"
             )
-        response = self.config.format.decode_result(data)
-        if self._from_dict is not None:
-            response = self._from_dict(response)
+        response = self._from_dict(self.config.format.decode_result(data))
         if self.config.response_hook is not None:
             response = self.config.response_hook(response, record)
         if self._on_replay is not None:

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from idempotent_lambda._result_codec import decode_result
+
 
 class Status(str, enum.Enum):
     """Lifecycle state of a record. Equal to the strings stored in the table.
@@ -72,6 +74,4 @@ class IdempotencyRecord:
 
     def response_json_as_dict(self) -> Any:
         """Decode the stored result (Powertools' DataRecord name); None when there is none."""
-        from idempotent_lambda._result_codec import decode_result
-
         return None if self.response_data is None else decode_result(self.response_data)
