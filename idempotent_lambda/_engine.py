@@ -72,7 +72,11 @@ _TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 def idempotency_disabled() -> bool:
     """Tell whether ``IDEMPOTENCY_DISABLED`` (or Powertools' variable) switches idempotency off."""
-    return any(os.environ.get(name, "").strip().lower() in _TRUTHY for name in _DISABLE_VARIABLES)
+    for name in _DISABLE_VARIABLES:
+        value = os.environ.get(name)
+        if value and value.strip().lower() in _TRUTHY:
+            return True
+    return False
 
 
 class IdempotentFunction:

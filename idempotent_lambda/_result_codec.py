@@ -68,7 +68,7 @@ def encode_result(value: Any) -> str:
 def decode_result(text: str) -> Any:
     """Invert `encode_result`; `IdempotencyPersistenceLayerError` for a corrupt record."""
     try:
-        return json.loads(text, object_hook=_unwrap)
+        return _DECODER.decode(text)
     except _NOT_DECODABLE as exc:
         raise corrupt(exc) from exc
 
@@ -96,14 +96,15 @@ def corrupt(exc: BaseException) -> IdempotencyPersistenceLayerError:
 
 
 def _wrap(value: Any) -> Any:
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, (str, int)):  # bool is an int
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, dict):
-        if all(isinstance(k, str) and not k.startswith("$") for k in value):
-            return {k: _wrap(v) for k, v in value.items()}
-        return {"$map": [[_wrap(k), _wrap(v)] for k, v in value.items()]}
+        for key in value:
+            if not isinstance(key, str) or key.startswith("$"):
+                return {"$map": [[_wrap(k), _wrap(v)] for k, v in value.items()]}
+        return {key: _wrap(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_wrap(item) for item in value]
     if isinstance(value, decimal.Decimal):
@@ -161,6 +162,9 @@ def _unwrap(obj: dict[str, Any]) -> Any:
     if tag == "$map":
         return {_hashable(k): v for k, v in inner}
     return obj
+
+
+_DECODER = json.JSONDecoder(object_hook=_unwrap)  # built once, as `json.loads` would per call
 
 
 def _hashable(key: Any) -> Any:
