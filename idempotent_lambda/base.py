@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from idempotent_lambda._record_format import STATUS_CONSTANTS
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.decorators import idempotent_function
 from idempotent_lambda.exceptions import (
@@ -21,7 +22,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence._powertools_layer import DataRecord
 from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization.no_op import NoOpSerializer
 
