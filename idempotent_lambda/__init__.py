@@ -16,9 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from idempotent_lambda._jmespath_functions import IdempotencyFunctions
     from idempotent_lambda._observability import Decision, Outcome
-    from idempotent_lambda.config import IdempotencyConfig
+    from idempotent_lambda.config import IdempotencyConfig, IdempotencyFunctions
     from idempotent_lambda.decorators import idempotent, idempotent_function
     from idempotent_lambda.exceptions import (
         IdempotencyAlreadyInProgressError,
@@ -46,7 +45,7 @@ _WHERE = {
     "IdempotencyConfig": "idempotent_lambda.config",
     "IdempotencyConfigError": _EXCEPTIONS,
     "IdempotencyError": _EXCEPTIONS,
-    "IdempotencyFunctions": "idempotent_lambda._jmespath_functions",
+    "IdempotencyFunctions": "idempotent_lambda.config",
     "IdempotencyKeyError": _EXCEPTIONS,
     "IdempotencyPersistenceLayerError": _EXCEPTIONS,
     "IdempotencyRecord": "idempotent_lambda.record",

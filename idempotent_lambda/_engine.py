@@ -1,62 +1,47 @@
-"""The record state machine, read top to bottom for one invocation.
+"""The record state machine of one decorated function, read top to bottom.
 
-`IdempotentCall.flow` is a generator that *describes* an invocation: it yields the effects it
-needs (a store call, a pause, running the body) and receives their outcomes. The drivers in
-`idempotent_lambda._effects` carry them out: `run_sync` for ``def`` functions, `run_async` for
-``async def`` ones. Decorators and adapters enter through `IdempotentCall.call` and
-`IdempotentCall.acall`, which drive `IdempotentCall.enter` (bind the Lambda context, derive the
-identity, then `flow` or `unrecorded`).
+`IdempotentFunction.flow` is a generator that describes one invocation: it yields effects (a
+store call, a pause, running the body) and gets their outcomes back; the drivers in
+`idempotent_lambda._effects` carry them out, in the caller's thread (`run_sync`) or on its event
+loop (`run_async`). Every rule here (fencing, waiting, takeover, release, transactions,
+unstorable results) is a run of store calls with decisions between them that do not depend on
+how a call is awaited, so each is written once for `def` and `async def` functions alike.
 
-Why one generator and two drivers, rather than sync and async code written out side by side:
-every rule here (fencing, waiting, takeover, release, transactions, unstorable results) is a
-sequence of store calls with decisions between them, and none of the decisions depend on how a
-call is awaited. Written once, each rule has one place to read, test and fix, and the sync and
-async paths cannot drift apart; the price is one generator step per store call (microseconds,
-beside milliseconds of round trip). Only the drivers know about threads, event loops and
-cancellation, and each is a few dozen lines.
-
-The invocation reads on in three modules, each called explicitly from here (no mixins):
-`idempotent_lambda._recording` runs the body under a claim and completes, commits or releases
-the record; `idempotent_lambda._replay` turns a COMPLETED record back into the answer; and
-`idempotent_lambda._reporting` reports every decision, a failed store call's included.
+In reading order: `call`/`acall` → `enter` → `flow` (local cache, claim, `_wait`) →
+`_run_and_record` (`_complete`, `_commit` or `_release`) → `_replay`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Generator
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from time import perf_counter
 from typing import Any, NoReturn, TypeVar
 
-from idempotent_lambda._cache import LocalCache
-from idempotent_lambda._effects import (
-    RUN_BODY,
-    Effect,
-    Flow,
-    Pause,
-    StoreCall,
-    StoreTally,
-    run_async,
-    run_sync,
-)
-from idempotent_lambda._env import idempotency_disabled
+from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
 from idempotent_lambda._identity import Invocation
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
     current_lambda_context,
 )
-from idempotent_lambda._observability import Outcome
-from idempotent_lambda._recording import Recorder
-from idempotent_lambda._replay import Replayer
-from idempotent_lambda._reporting import Reporter
+from idempotent_lambda._observability import Outcome, Reporter, Tally, cause_name
+from idempotent_lambda._result_codec import unstorable_marker, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
+    IdempotencyTransactionError,
+    IdempotencyUnstorableResultError,
+    IdempotencyValidationError,
 )
 from idempotent_lambda.persistence.protocol import (
     PersistenceStore,
+    TransactItem,
     store_for_format,
     transactional,
 )
@@ -68,8 +53,8 @@ T = TypeVar("T")
 Derive = Callable[[LambdaContextLike | None], Invocation | None]
 """Computes one call's identity, given the context whose remaining time is the lease.
 
-Returns None when the payload holds no key material; raises `IdempotencyKeyError` (or an
-adapter's own rejection) when the key cannot be read.
+None when the payload holds no key material; raises `IdempotencyKeyError` (or an adapter's own
+rejection) when the key cannot be read.
 """
 
 #: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
@@ -81,10 +66,34 @@ _WAIT_FIRST_S, _WAIT_FACTOR, _WAIT_MAX_S = 0.02, 1.5, 0.5
 _WAIT_DEADLINE_MARGIN_MS = 200
 #: Bound on claim attempts in one invocation (each retry follows a release or a lease end).
 _MAX_CLAIM_ATTEMPTS = 50
+_DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
+_TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 
-class IdempotentCall:
-    """Everything one decorated function needs across invocations: store, config, cache."""
+def idempotency_disabled() -> bool:
+    """Tell whether ``IDEMPOTENCY_DISABLED`` (or Powertools' variable) switches idempotency off."""
+    for name in _DISABLE_VARIABLES:
+        value = os.environ.get(name)
+        if value and value.strip().lower() in _TRUTHY:
+            return True
+    return False
+
+
+class IdempotentFunction:
+    """Everything one decorated function needs across its invocations.
+
+    Args:
+        store: Where records live; its view for ``config.record_format`` is used.
+        config: The function's settings.
+        function_name: Named in log lines and decisions.
+        serializer: The ``to_dict``/``from_dict`` pair results are stored and rebuilt with.
+        store_result_if: Adapters' filter: a result it rejects is not stored and the record is
+            released (an HTTP 5xx, say), so a retry runs the body again.
+        on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+
+    Raises:
+        IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
+    """
 
     def __init__(
         self,
@@ -96,37 +105,17 @@ class IdempotentCall:
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
     ) -> None:
-        """Bind one decorated function's collaborators.
-
-        Args:
-            store: Where records live; its view for ``config.record_format`` is used.
-            config: The function's settings.
-            function_name: Used in log lines and decisions.
-            serializer: ``to_dict``/``from_dict`` pair for results.
-            store_result_if: Adapters' filter: a result it rejects is not stored and the record
-                is released (an HTTP 5xx, say), so a retry runs the body again.
-            on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
-
-        Raises:
-            IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
-        """
         self.store = store_for_format(store, config.record_format)
         self.config = config
         self.function_name = function_name
-        self.serializer = serializer
-        self.store_result_if = store_result_if
-        self.on_replay = on_replay
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
-        self.reporter = Reporter(config, function_name)
-        self.replayer = Replayer(config, serializer, on_replay, self.reporter)
-        self.recorder = Recorder(
-            store=self.store,
-            config=config,
-            serializer=serializer,
-            store_result_if=store_result_if,
-            cache=self.cache,
-            reporter=self.reporter,
-        )
+        self.reporter = Reporter(function_name, config.decision_hook, config.logger)
+        self._to_dict = serializer.to_dict
+        self._from_dict = serializer.from_dict
+        self._store_result_if = store_result_if
+        self._on_replay = on_replay
+
+    # --- Entry: bind the context, derive the invocation ---
 
     def call(
         self,
@@ -136,16 +125,7 @@ class IdempotentCall:
         *,
         known: IdempotencyRecord | None = None,
     ) -> T:
-        """Carry out one call of a ``def`` function: `enter`, driven in this thread.
-
-        Args:
-            context: The Lambda context the function was given, if any; bound while it runs.
-            derive: Computes the invocation's identity from the lease context (see `enter`);
-                None when the caller leaves this call alone (it runs unrecorded, undecided).
-            body: The decorated function, bound to its arguments.
-            known: The key's record as a strongly consistent read found it just before (a
-                batch's read of all its keys); a live COMPLETED one is replayed without a claim.
-        """
+        """Carry out one call of a ``def`` function in this thread (see `enter`)."""
         return run_sync(self.enter(context, derive, known), body)
 
     async def acall(
@@ -156,19 +136,17 @@ class IdempotentCall:
         *,
         known: IdempotencyRecord | None = None,
     ) -> T:
-        """Carry out one call of an ``async def`` function: `call`, driven on the event loop."""
+        """Carry out one call of an ``async def`` function on the event loop (see `enter`)."""
         return await run_async(self.enter(context, derive, known), body)
 
     def enter(
         self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
     ) -> Flow:
-        """Describe one call: bind the context, then run `flow`, or run the body unrecorded.
+        """Bind ``context`` for the call, then run `flow`, or the body `unrecorded`.
 
-        The Lambda context is bound first, so nested idempotent functions see it too, and so
-        ``derive`` gets the context whose remaining time is the lease. Unless idempotency is
-        disabled (logged DISABLED), ``derive`` gives the invocation; None from it (no key
-        material) is logged SKIPPED. Without an invocation the body still runs inside a
-        transaction, whose queued writes commit when the body returns (`unrecorded`).
+        Binding first lets nested idempotent functions see the context, and gives ``derive``
+        the one whose remaining time is the lease. ``derive`` None leaves the call alone;
+        ``known`` is the key's record as a batch just read it (see `flow`).
         """
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
@@ -187,62 +165,75 @@ class IdempotentCall:
         finally:
             current_lambda_context.reset(token)
 
+    def note(self, outcome: Outcome) -> None:
+        """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
+        self.reporter.note(outcome)
+
     def unrecorded(self) -> Flow:
-        """Run the body without a record; then commit its queued writes, if any, atomically.
+        """Run the body without a record, then commit its queued writes (if any) atomically.
 
-        A result the adapter would not store (``store_result_if``, an HTTP 5xx say) discards
-        the writes, as it does when the invocation is recorded.
-
-        Raises:
-            IdempotencyTransactionConflictError: A write's condition failed; nothing was written.
-            IdempotencyTransactionError: The writes are invalid.
+        A result the adapter would not store (``store_result_if``) discards them, as it would
+        if the call were recorded.
         """
         binding = open_transaction(self.store)
         try:
             result = yield RUN_BODY
         finally:
             writes = close_transaction(binding)
-        if writes and (self.store_result_if is None or self.store_result_if(result)):
-            write = transactional(self.store).write_transaction
-            yield StoreCall("write_transaction", write, (writes,), StoreTally())
+        if writes and (self._store_result_if is None or self._store_result_if(result)):
+            yield StoreCall(transactional(self.store).write_transaction, (writes,), {})
         return result
 
-    def flow(self, inv: Invocation, known: IdempotencyRecord | None = None) -> Flow:
-        """Describe one invocation: replay, wait, refuse, or run and record the body.
+    # --- Claim and wait ---
 
-        ``known`` is the key's record read just before (see `call`). Only a COMPLETED record
-        that has not expired is used, with its payload hash checked as on any replay; anything
-        else (absent, IN_PROGRESS, expired) goes through the claim, whose condition decides.
+    def flow(self, inv: Invocation, known: IdempotencyRecord | None = None) -> Flow:
+        """Describe one invocation: replay, wait, refuse, or claim, run the body and record it.
+
+        ``known`` (the key's record, read just before) is replayed only when it is COMPLETED
+        and live; anything else goes through the claim, whose condition decides.
         """
-        store, cache, replayer = self.store, self.cache, self.replayer
+        tally = self.reporter.tally(inv.key)
+        store, cache = self.store, self.cache
         if cache is not None:
             cached = cache.get(inv.key, store.clock.now_ms())
             if cached is not None:
-                replayer.validate(cached, inv)
-                return replayer.replay(cached, inv, source="cache")
+                self._validate(cached, inv, tally)
+                return self._replay(cached, tally, "cache")
         if (
             known is not None
             and known.status is Status.COMPLETED
             and known.idempotency_key == inv.key
             and not known.expired_at(inv.now_ms)
         ):
-            replayer.validate(known, inv)
+            self._validate(known, inv, tally)
             if cache is not None:
                 cache.put(known)
-            return replayer.replay(known, inv, source="batch_read")
+            return self._replay(known, tally, "batch_read")
 
         previous: IdempotencyRecord | None = None
         source = "store"
         now = inv.now_ms
         for _attempt in range(_MAX_CLAIM_ATTEMPTS):
-            claim = self._claim_record(inv, now)
-            window = {"now_ms": now, "lease_cutoff_ms": now - CLOCK_SKEW_TOLERANCE_MS}
-            outcome = yield from self.reporter.store(
-                inv, StoreCall("claim", store.claim, (claim,), inv.tally, window)
+            claim = IdempotencyRecord(
+                inv.key,
+                Status.IN_PROGRESS,
+                inv.expiry_seconds(now, self.config.expires_after_seconds),
+                inv.lease_end_ms,
+                None,
+                inv.payload_hash,
+                inv.owner,
+            )
+            outcome = yield from self._store(
+                tally,
+                "claim",
+                store.claim,
+                claim,
+                now_ms=now,
+                lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
             )
             existing: IdempotencyRecord | None = outcome.previous
             if existing is not None and existing.idempotency_key != inv.key:
-                yield from self._refuse_other_key(inv, "claim", held=outcome.claimed)
+                yield from self._refuse_other_key(inv, tally, "claim", held=outcome.claimed)
             if outcome.claimed:
                 previous = existing
                 break
@@ -252,15 +243,15 @@ class IdempotentCall:
                 previous = None
                 break
             if existing is not None:
-                replayer.validate(existing, inv)
+                self._validate(existing, inv, tally)
                 if existing.status is Status.COMPLETED:
                     if cache is not None:
                         cache.put(existing)
-                    return replayer.replay(existing, inv, source=source)
-            existing = yield from self._wait(inv, existing)
+                    return self._replay(existing, tally, source)
+            existing = yield from self._wait(inv, tally, existing)
             if existing is not None:
-                replayer.validate(existing, inv)
-                return replayer.replay(existing, inv, source="wait")
+                self._validate(existing, inv, tally)
+                return self._replay(existing, tally, "wait")
             source = "wait"  # the holder released or its lease passed: claim again
             now = store.clock.now_ms()
         else:
@@ -269,26 +260,10 @@ class IdempotentCall:
             )
 
         took_over = previous is not None and not previous.expired_at(now)
-        return (yield from self.recorder.run_and_record(inv, took_over))
-
-    def note(self, outcome: Outcome) -> None:
-        """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
-        self.reporter.note(outcome)
-
-    def _claim_record(self, inv: Invocation, now: int) -> IdempotencyRecord:
-        """Return the IN_PROGRESS record a claim at ``now`` writes."""
-        return IdempotencyRecord(
-            inv.key,
-            Status.IN_PROGRESS,
-            inv.expiry_seconds(now, self.config.expires_after_seconds),
-            inv.lease_end_ms,
-            None,
-            inv.payload_hash,
-            inv.owner,
-        )
+        return (yield from self._run_and_record(inv, tally, took_over))
 
     def _wait(
-        self, inv: Invocation, holder: IdempotencyRecord | None
+        self, inv: Invocation, tally: Tally, holder: IdempotencyRecord | None
     ) -> Generator[Effect, Any, IdempotencyRecord | None]:
         """Poll until the holder completes (return its record) or gives the key up (None).
 
@@ -311,7 +286,7 @@ class IdempotentCall:
             # The pauses count too, so the budget runs out even on a clock that stands still
             # or jumps back (a test's ManualClock): waiting never turns into a hang.
             if max(now, started + paused_ms) + pause * 1000 > budget_end:
-                self.reporter.report(Outcome.IN_PROGRESS, inv, None)
+                tally.report(Outcome.IN_PROGRESS)
                 raise IdempotencyAlreadyInProgressError(
                     "another invocation is processing this idempotency key",
                     lease_expires_at_ms=holder.in_progress_expiry_timestamp,
@@ -319,37 +294,337 @@ class IdempotentCall:
             yield Pause(pause)
             paused_ms += pause * 1000
             pause = min(pause * _WAIT_FACTOR, _WAIT_MAX_S)
-            holder = yield from self.reporter.store(
-                inv, StoreCall("get", self.store.get, (inv.key,), inv.tally)
-            )
+            holder = yield from self._store(tally, "get", self.store.get, inv.key)
             if holder is not None and holder.idempotency_key != inv.key:
-                yield from self._refuse_other_key(inv, "get", held=False)
+                yield from self._refuse_other_key(inv, tally, "get", held=False)
         if holder is None or holder.expired_at(clock.now_ms()):
             return None
         return holder
 
     def _refuse_other_key(
-        self, inv: Invocation, operation: str, *, held: bool
+        self, inv: Invocation, tally: Tally, operation: str, *, held: bool
     ) -> Generator[Effect, Any, NoReturn]:
         """Raise `IdempotencyKeySchemaError`: the store answered with another key's record.
 
         Such a record says nothing about this key (a table keyed differently from its store
-        puts every key on one item), so it is neither replayed nor waited on. A claim that was
-        written over it (``held``) is released first.
+        puts every key on one item), so it is neither replayed nor waited on. A claim written
+        over it (``held``) is released first.
         """
         error = IdempotencyKeySchemaError(
             "the store answered with the record of another idempotency key: it is not keyed "
             "the way it was configured (for DynamoDB, key_attr and sort_key_attr must name the "
             "table's partition and sort key); nothing was replayed and the function did not run"
         )
-        self.reporter.report(
-            Outcome.STORE_ERROR, inv, None, error=type(error).__name__, op=operation
-        )
+        tally.report(Outcome.STORE_ERROR, error=type(error).__name__, op=operation)
         if held:
-            yield from self.recorder.release(inv, error, 0.0)
+            yield from self._release(inv, tally, error)
         raise error
+
+    # --- Run the body, then complete, commit or release ---
+
+    def _run_and_record(self, inv: Invocation, tally: Tally, took_over: bool) -> Flow:
+        """Run the body under this invocation's claim, then complete (or release) the record.
+
+        Once the body has returned, whatever goes wrong keeping, encoding or storing its result
+        (except a store outage, see `_complete`) ends in `_refuse_unstorable`: the record never
+        stays IN_PROGRESS for the body to run again.
+        """
+        started = perf_counter()
+        transaction = open_transaction(self.store)  # current_transaction() while the body runs
+        try:
+            result = yield RUN_BODY
+        except BaseException as exc:
+            close_transaction(transaction)  # its writes are discarded
+            tally.handler_ms = _ms_since(started)
+            yield from self._release(inv, tally, exc)
+            raise
+        writes = close_transaction(transaction)
+        tally.handler_ms = _ms_since(started)
+        try:
+            data = self._stored_text(result)
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._refuse_unstorable(inv, tally, exc, writes)
+        if data is None:
+            yield from self._release(inv, tally, None)  # not kept: a retry runs again
+            return result
+        if writes:
+            completed = yield from self._commit(inv, tally, data, writes)
+        else:
+            completed = yield from self._complete(inv, tally, data)
+        if completed:
+            tally.report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED)
+        return result
+
+    def _stored_text(self, result: Any) -> str | None:
+        """Return what is stored for ``result``; None when ``store_result_if`` rejects it.
+
+        Raises:
+            IdempotencyUnstorableResultError: The filter or the serializer raised, or the
+                result has no stored form: it can be neither kept nor dropped safely.
+        """
+        keep = self._store_result_if
+        try:
+            if keep is not None and not keep(result):
+                return None
+        except Exception as exc:
+            raise IdempotencyUnstorableResultError(
+                "deciding whether to store the result failed: the adapter's store_result_if "
+                f"(for HTTP, store_4xx) raised {type(exc).__name__}"
+            ) from exc
+        try:
+            value = self._to_dict(result)
+        except Exception as exc:
+            raise IdempotencyUnstorableResultError(
+                f"output serializer failed on a {type(result).__name__} result: "
+                f"{type(exc).__name__}"
+            ) from exc
+        return self.config.format.encode_result(value)
+
+    def _release(
+        self,
+        inv: Invocation,
+        tally: Tally,
+        original: BaseException | None,
+        reason: str | None = None,
+    ) -> Flow:
+        """Delete this invocation's claim; a failure is logged and noted on ``original``.
+
+        ``reason`` says why a body that returned is released (logged as the error).
+        """
+        try:
+            released = yield from self._store(
+                tally, "release", self.store.release, inv.key, inv.owner, report_errors=False
+            )
+        except IdempotencyPersistenceLayerError as exc:
+            if original is not None:
+                _add_note(original, f"idempotent_lambda: releasing the record failed too: {exc}")
+            tally.report(Outcome.RELEASE_FAILED, error=cause_name(exc))
+            return
+        if not released:
+            released = yield from self._answer_was_lost(inv, tally, None)
+        tally.report(Outcome.RELEASED if released else Outcome.LEASE_LOST, error=reason)
+
+    def _complete(self, inv: Invocation, tally: Tally, data: str) -> Flow:
+        """Complete the record with ``data``; False when that failed (logged, not raised).
+
+        On a store outage or a lost lease the caller still gets the result, and the record
+        stays IN_PROGRESS until its lease ends. A result the store refuses (too large) or
+        fails to write with an error of its own (its compressor, say) is unstorable.
+        """
+        try:
+            ok = yield from self._write_completed(inv, tally, data)
+        except IdempotencyUnstorableResultError as exc:
+            yield from self._refuse_unstorable(inv, tally, exc)
+        except IdempotencyPersistenceLayerError as exc:
+            tally.report(Outcome.COMPLETE_FAILED, error=cause_name(exc))
+            return False
+        except Exception as exc:
+            unstorable = IdempotencyUnstorableResultError(
+                f"the store failed to write the result: {type(exc).__name__}"
+            )
+            unstorable.__cause__ = exc
+            yield from self._refuse_unstorable(inv, tally, unstorable)
+        if not ok:
+            tally.report(Outcome.LEASE_LOST)
+        return ok
+
+    def _commit(
+        self, inv: Invocation, tally: Tally, data: str, writes: Sequence[TransactItem]
+    ) -> Flow:
+        """Complete in one transaction with the body's business writes: all commit, or none.
+
+        Unlike `_complete`, a failure is raised: the caller must not believe in writes that
+        were not made. The record is released (a no-op if an ambiguous failure did commit).
+        """
+        try:
+            ok = yield from self._write_completed(inv, tally, data, writes)
+        except IdempotencyUnstorableResultError as exc:  # no marker: nothing is done
+            yield from self._refuse_unstorable(inv, tally, exc, writes)
+        except Exception as exc:
+            store_failed = isinstance(exc, IdempotencyPersistenceLayerError)
+            yield from self._release(
+                inv, tally, exc, cause_name(exc) if store_failed else type(exc).__name__
+            )
+            raise
+        if not ok:
+            tally.report(Outcome.LEASE_LOST, op="complete")
+            raise IdempotencyAlreadyInProgressError(
+                "this invocation's lease passed before its transaction committed, and another "
+                "invocation holds the key now; nothing was written"
+            )
+        return True
+
+    def _refuse_unstorable(
+        self,
+        inv: Invocation,
+        tally: Tally,
+        error: IdempotencyUnstorableResultError,
+        writes: Sequence[TransactItem] = (),
+    ) -> Generator[Effect, Any, NoReturn]:
+        """Settle the record of a result that cannot be stored, then raise.
+
+        Without business writes the record is completed with a marker, so retries raise
+        ``error`` too instead of running the body again. With writes nothing was done (they
+        commit only with the record): the record is released, `IdempotencyTransactionError`
+        raised.
+        """
+        if writes:
+            yield from self._release(inv, tally, error, type(error).__name__)
+            raise IdempotencyTransactionError(
+                f"nothing was written, because the result cannot be stored: {error}"
+            ) from error
+        try:
+            yield from self._write_completed(inv, tally, unstorable_marker(str(error)))
+        except Exception as exc:  # an outage: the record stays IN_PROGRESS until its lease ends
+            tally.report(Outcome.COMPLETE_FAILED, error=cause_name(exc))
+        else:
+            tally.report(Outcome.UNSTORABLE)
+        raise error
+
+    def _write_completed(
+        self, inv: Invocation, tally: Tally, data: str, writes: Sequence[TransactItem] = ()
+    ) -> Flow:
+        """Complete the record with ``data`` (and ``writes``); False when the lease was lost."""
+        expiry = self.store.clock.now_ms() // 1000 + self.config.expires_after_seconds
+        record = IdempotencyRecord(
+            inv.key, Status.COMPLETED, expiry, None, data, inv.payload_hash, inv.owner
+        )
+        if writes:
+            complete_with = transactional(self.store).complete_with
+            ok = yield from self._store(
+                tally, "complete", complete_with, record, writes, report_errors=False
+            )
+        else:
+            ok = yield from self._store(
+                tally, "complete", self.store.complete, record, report_errors=False
+            )
+        if not ok:
+            ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
+        if ok and self.cache is not None:
+            self.cache.put(record)
+        return ok
+
+    def _answer_was_lost(self, inv: Invocation, tally: Tally, expected: Status | None) -> Flow:
+        """After a refused complete or release, tell whether our own write is what refused it.
+
+        A write whose answer is lost (a timeout or 5xx after DynamoDB applied it) is retried by
+        botocore, and the retry's owner condition fails against the write itself. One read on
+        this rare path tells that apart from a lease really lost: the record is ours and
+        ``expected`` (COMPLETED), or gone (``expected`` None, a release).
+        """
+        try:
+            record = yield from self._store(
+                tally, "get", self.store.get, inv.key, report_errors=False
+            )
+        except IdempotencyPersistenceLayerError:
+            return False
+        if expected is None:
+            return record is None
+        return record is not None and record.status is expected and record.owner == inv.owner
+
+    def _store(
+        self,
+        tally: Tally,
+        operation: str,
+        function: Callable[..., Any],
+        *args: Any,
+        report_errors: bool = True,
+        **kwargs: Any,
+    ) -> Flow:
+        """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR."""
+        started = perf_counter()
+        try:
+            result = yield StoreCall(function, args, kwargs)
+        except BaseException as exc:
+            tally.add_store_call(_ms_since(started))
+            if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
+                tally.report(Outcome.STORE_ERROR, error=cause_name(exc), op=operation)
+            raise
+        tally.add_store_call(_ms_since(started))
+        return result
+
+    # --- Replay ---
+
+    def _validate(self, record: IdempotencyRecord, inv: Invocation, tally: Tally) -> None:
+        """Raise `IdempotencyValidationError` if ``record`` was stored for another payload."""
+        if inv.payload_hash is not None and record.payload_hash != inv.payload_hash:
+            tally.report(Outcome.VALIDATION_FAILED)
+            raise IdempotencyValidationError(
+                "the payload differs from the one first sent with this idempotency key"
+            )
+
+    def _replay(self, record: IdempotencyRecord, tally: Tally, source: str) -> Any:
+        """Return the result stored in ``record``; ``source`` says where the record came from.
+
+        Raises:
+            IdempotencyUnstorableResultError: It holds the marker of an unstorable result.
+            IdempotencyPersistenceLayerError: It holds no result at all.
+        """
+        tally.report(Outcome.REPLAYED, source=source)
+        data = record.response_data
+        if data is None:
+            raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
+        reason = unstorable_reason(data)
+        if reason is not None:
+            raise IdempotencyUnstorableResultError(
+                f"the first call ran, but its result could not be stored: {reason}"
+            )
+        response = self._from_dict(self.config.format.decode_result(data))
+        if self.config.response_hook is not None:
+            response = self.config.response_hook(response, record)
+        if self._on_replay is not None:
+            response = self._on_replay(response, record)
+        return response
+
+
+class LocalCache:
+    """A thread-safe LRU of COMPLETED records (``use_local_cache``); expired ones drop out."""
+
+    def __init__(self, max_items: int) -> None:
+        self._max_items = max_items
+        self._items: OrderedDict[str, IdempotencyRecord] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, now_ms: int) -> IdempotencyRecord | None:
+        """Return the cached record for ``key`` unless it is absent or expired."""
+        with self._lock:
+            record = self._items.get(key)
+            if record is None:
+                return None
+            if record.expired_at(now_ms):
+                del self._items[key]
+                return None
+            self._items.move_to_end(key)
+            return record
+
+    def put(self, record: IdempotencyRecord) -> None:
+        """Remember a COMPLETED record, evicting the least recently used beyond capacity."""
+        if record.status is not Status.COMPLETED:
+            return
+        with self._lock:
+            self._items[record.idempotency_key] = record
+            self._items.move_to_end(record.idempotency_key)
+            while len(self._items) > self._max_items:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
 
 
 def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
     """Tell whether a record that blocked a claim is this invocation's own IN_PROGRESS claim."""
     return record is not None and record.status is Status.IN_PROGRESS and record.owner == inv.owner
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    """Note ``note`` on ``error``: `BaseException.add_note`, or its attribute by hand on 3.10."""
+    add_note = getattr(error, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+    else:  # Python 3.10: the attribute 3.11 reads; 3.10's traceback does not print it
+        setattr(error, "__notes__", [*getattr(error, "__notes__", ()), note])  # noqa: B010
+
+
+def _ms_since(started: float) -> float:
+    return (perf_counter() - started) * 1000

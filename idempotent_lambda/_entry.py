@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import Derive, IdempotentCall
+from idempotent_lambda._engine import Derive, IdempotentFunction
 from idempotent_lambda._record_format import NATIVE, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
@@ -93,9 +93,9 @@ class Entry:
         *,
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
-    ) -> IdempotentCall:
-        """Build ``function``'s engine (see `IdempotentCall` for the arguments)."""
-        return IdempotentCall(
+    ) -> IdempotentFunction:
+        """Build ``function``'s engine (see `IdempotentFunction` for the arguments)."""
+        return IdempotentFunction(
             store=self.store,
             config=self.config,
             function_name=named_by(function).__qualname__,
@@ -121,7 +121,7 @@ def is_async(function: Callable[..., Any]) -> bool:
 
 def wrap(
     function: Callable[P, R],
-    call: IdempotentCall,
+    call: IdempotentFunction,
     locate: Locate,
     deriver: Callable[[Any], Derive | None],
     answer: Answer | None = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from idempotent_lambda._effects import StoreTally
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyKeyError
@@ -14,9 +13,7 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
 class Invocation(NamedTuple):
-    """Who this invocation is, as every store call needs it: an immutable value.
-
-    A named tuple: one is built per call, and nothing immutable is cheaper to build.
+    """Who this invocation is, as every store call needs it: an immutable value, built per call.
 
     Attributes:
         key: ``"{prefix}#{hexdigest}"``.
@@ -25,7 +22,6 @@ class Invocation(NamedTuple):
         lease_end_ms: When this invocation's claim stops protecting it.
         deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
         now_ms: The store clock's reading the identity was derived at (the first claim's time).
-        tally: Its store calls so far (the one mutable thing it carries).
     """
 
     key: str
@@ -34,7 +30,6 @@ class Invocation(NamedTuple):
     lease_end_ms: int
     deadline_ms: int | None
     now_ms: int
-    tally: StoreTally
 
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
@@ -42,11 +37,7 @@ class Invocation(NamedTuple):
 
 
 def digest(config: IdempotencyConfig, value: Any) -> str:
-    """Hash ``value`` as the config's record format does, with the config's hash function.
-
-    Raises:
-        IdempotencyKeyError: ``value`` has no JSON form in that format, or is nested too deeply.
-    """
+    """Hash ``value`` in the config's record format (see `RecordFormat.digest`)."""
     return config.format.digest(config.hash_name, value)
 
 
@@ -127,5 +118,4 @@ def build_invocation(
         lease_end_ms=now_ms + lease_ms,
         deadline_ms=None if remaining is None else now_ms + remaining,
         now_ms=now_ms,
-        tally=StoreTally(),
     )

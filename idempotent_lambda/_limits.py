@@ -6,10 +6,9 @@ limit and raise `DecompressionLimitError`.
 
 Limits, read from the environment at call time (bytes, a positive integer):
 
-``IDEMPOTENCY_MAX_GZIP_BYTES``
-    The ``powertools_base64_gzip`` JMESPath built-in; default 10 MiB.
-``IDEMPOTENCY_MAX_STORED_RESULT_BYTES``
-    A stored result (the zlib form of ``data``, or an offloaded S3 object); default 64 MiB.
+- ``IDEMPOTENCY_MAX_GZIP_BYTES``: the ``powertools_base64_gzip`` JMESPath built-in; default 10 MiB.
+- ``IDEMPOTENCY_MAX_STORED_RESULT_BYTES``: a stored result (the zlib form of ``data``, or an
+  offloaded S3 object); default 64 MiB.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from idempotent_lambda.exceptions import IdempotencyConfigError
 
 DEFAULT_MAX_GZIP_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_STORED_RESULT_BYTES = 64 * 1024 * 1024
-_CHUNK = 64 * 1024
 
 
 class DecompressionLimitError(zlib.error):
@@ -32,23 +30,13 @@ class DecompressionLimitError(zlib.error):
 
 
 def bounded_gunzip(data: bytes, limit: int | None = None) -> bytes:
-    """Return gzip ``data`` decompressed, at most ``limit`` bytes (default: the gzip limit).
-
-    Raises:
-        DecompressionLimitError: The output would be larger than ``limit``.
-        zlib.error: ``data`` is not gzip.
-    """
+    """Gunzip ``data``; `DecompressionLimitError` past ``limit`` (default: the gzip limit)."""
     cap = gzip_limit() if limit is None else limit
     return _inflate(data, cap, wbits=zlib.MAX_WBITS | 16, members=True)
 
 
 def bounded_inflate(data: bytes, limit: int | None = None) -> bytes:
-    """Return zlib ``data`` decompressed, at most ``limit`` bytes (default: the stored limit).
-
-    Raises:
-        DecompressionLimitError: The output would be larger than ``limit``.
-        zlib.error: ``data`` is not a complete zlib stream.
-    """
+    """Inflate zlib ``data``; `DecompressionLimitError` past ``limit`` (default: the stored one)."""
     cap = stored_result_limit() if limit is None else limit
     return _inflate(data, cap, wbits=zlib.MAX_WBITS, members=False)
 

@@ -1,6 +1,6 @@
-"""Decision records: one structured log line per decision, and the metrics hook.
+"""Decisions: one structured log line per decision, and the `decision_hook` that counts them.
 
-Only the hashed key is logged — never the payload or the result.
+Only the hashed key is logged, never the payload or the result.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ _LEVELS = {
     Outcome.COMPLETE_FAILED: logging.ERROR,
     Outcome.STORE_ERROR: logging.ERROR,
 }
+_METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
+#: The store operation behind outcomes that name one failure (STORE_ERROR passes its own).
+_FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,57 +88,106 @@ class Decision:
     operation: str | None = None
 
 
-_METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
-
-
-def audience(hook: Callable[[Decision], None] | None, log: Any = None) -> Callable[[Outcome], bool]:
-    """Return a test of whether a decision would reach anyone: a hook, or an enabled logger.
-
-    Built once per decorated function, so the hot path skips building the `Decision` when
-    nobody reads it at the cost of one call. The logger's level is still asked every time.
-    """
-    target = logger if log is None else log
-    enabled = getattr(target, "isEnabledFor", None)
-    if hook is not None or enabled is None:
-        return _always
-    levels = _LEVELS
-
-    def logged(outcome: Outcome) -> bool:
-        return bool(enabled(levels.get(outcome, logging.INFO)))
-
-    return logged
-
-
-def _always(outcome: Outcome) -> bool:
-    return True
-
-
-def report(decision: Decision, hook: Callable[[Decision], None] | None, *, log: Any = None) -> None:
-    """Log ``decision`` and pass it to ``hook``.
+class Reporter:
+    """Log one decorated function's decisions and pass them to its ``decision_hook``.
 
     Args:
-        decision: What was decided.
-        hook: ``IdempotencyConfig.decision_hook``.
-        log: ``IdempotencyConfig.logger``: a `logging.Logger` or a Powertools ``Logger`` (any
-            object with ``info``/``warning``/``error`` taking ``extra=``); None logs on the
-            ``idempotent_lambda`` logger. The structured fields go in ``extra["idempotency"]``.
+        function_name: Named in every decision.
+        hook: ``IdempotencyConfig.decision_hook``; what it raises is logged and swallowed.
+        log: ``IdempotencyConfig.logger``: anything with ``info``/``warning``/``error`` taking
+            ``extra=`` (a `logging.Logger`, a Powertools ``Logger``); None logs on the
+            ``idempotent_lambda`` logger. The fields go in ``extra["idempotency"]``.
     """
-    target = logger if log is None else log
-    level = _LEVELS.get(decision.outcome, logging.INFO)
-    enabled = getattr(target, "isEnabledFor", None)
-    if enabled is None or enabled(level):
-        fields = {k: v for k, v in asdict(decision).items() if v is not None}
-        fields["outcome"] = decision.outcome.value
-        getattr(target, _METHODS[level])(
-            "idempotency %s",
-            " ".join(f"{k}={_short(v)}" for k, v in fields.items()),
-            extra={"idempotency": fields},
+
+    def __init__(
+        self, function_name: str, hook: Callable[[Decision], None] | None = None, log: Any = None
+    ) -> None:
+        self.function_name = function_name
+        self._hook = hook
+        self._log = logger if log is None else log
+        self._enabled = getattr(self._log, "isEnabledFor", None)
+
+    def wants(self, outcome: Outcome) -> bool:
+        """Tell whether a decision with ``outcome`` would reach anyone (else it is not built)."""
+        if self._hook is not None or self._enabled is None:
+            return True
+        return bool(self._enabled(_LEVELS.get(outcome, logging.INFO)))
+
+    def tally(self, key: str) -> Tally:
+        """Start reporting the decisions of one invocation, whose key is ``key``."""
+        return Tally(self, key)
+
+    def note(self, outcome: Outcome) -> None:
+        """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
+        if self.wants(outcome):
+            self.send(Decision(outcome, self.function_name))
+
+    def send(self, decision: Decision) -> None:
+        """Log ``decision`` and pass it to the hook."""
+        level = _LEVELS.get(decision.outcome, logging.INFO)
+        if self._enabled is None or self._enabled(level):
+            fields = {k: v for k, v in asdict(decision).items() if v is not None}
+            fields["outcome"] = decision.outcome.value
+            getattr(self._log, _METHODS[level])(
+                "idempotency %s",
+                " ".join(f"{k}={_short(v)}" for k, v in fields.items()),
+                extra={"idempotency": fields},
+            )
+        if self._hook is not None:
+            try:
+                self._hook(decision)
+            except Exception:
+                self._log.error("idempotency decision_hook raised; ignored", exc_info=True)
+
+
+class Tally:
+    """One invocation's store calls and body time, reported with each of its decisions."""
+
+    __slots__ = ("_reporter", "handler_ms", "key", "store_calls", "store_ms")
+
+    def __init__(self, reporter: Reporter, key: str) -> None:
+        self._reporter = reporter
+        self.key = key
+        self.store_ms = 0.0
+        self.store_calls = 0
+        self.handler_ms: float | None = None  # None until the body has run
+
+    def add_store_call(self, ms: float) -> None:
+        """Count one store call that took ``ms`` milliseconds."""
+        self.store_ms += ms
+        self.store_calls += 1
+
+    def report(
+        self,
+        outcome: Outcome,
+        *,
+        source: str | None = None,
+        error: str | None = None,
+        op: str | None = None,
+    ) -> None:
+        """Report ``outcome``, with the fields of `Decision` that are not known here."""
+        reporter = self._reporter
+        if not reporter.wants(outcome):
+            return
+        reporter.send(
+            Decision(
+                outcome=outcome,
+                function=reporter.function_name,
+                key=self.key,
+                store_ms=self.store_ms,
+                handler_ms=self.handler_ms,
+                store_calls=self.store_calls,
+                source=source,
+                error=error,
+                operation=op or _FAILED_OPERATION.get(outcome),
+            )
         )
-    if hook is not None:
-        try:
-            hook(decision)
-        except Exception:
-            target.error("idempotency decision_hook raised; ignored", exc_info=True)
+
+
+def cause_name(exc: BaseException) -> str:
+    """Name the error behind ``exc``: its cause's class (a botocore error, say), else its own."""
+    cause = exc.__cause__
+    return type(cause if cause is not None else exc).__name__
 
 
 def _short(value: object) -> str:

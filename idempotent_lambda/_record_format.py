@@ -1,16 +1,17 @@
 """Record formats: how keys, validation hashes and results are written, selected by the config.
 
-A `RecordFormat` is the one place that knows what a stored record looks like from the engine's
-side: how a payload becomes the JSON that is hashed, how a result becomes stored text and back,
-which hash function is the default and what the key prefix says when no Lambda function name is
-set. The stores' side (status spellings, item or hash layout) is chosen by the store view that
-`idempotent_lambda.persistence.base.store_for_format` returns for the same format name.
+A `RecordFormat` is what a stored record looks like from the engine's side: how a payload
+becomes the JSON that is hashed, how a result becomes stored text and back, which hash function
+is the default and what the key prefix says when no Lambda function name is set. The stores map
+the same format name onto their items (`idempotent_lambda.persistence.protocol.store_for_format`).
 
-``native`` is this library's own format (canonical JSON hashed with sha256, results that replay
-exactly; DESIGN §6 and §7a). ``powertools`` is what AWS Lambda Powertools 3.x writes, so both
-libraries can share one table: its key is the hash of ``json.dumps(material, sort_keys=True)``
-with Powertools' encoder rules (md5 by default), and a result is ``json.dumps(result,
-sort_keys=True)`` with Decimal as its text.
+``native`` is this library's own format: canonical JSON hashed with sha256, results that replay
+exactly (`idempotent_lambda._canonical`, `idempotent_lambda._result_codec`). ``powertools`` is
+what AWS Lambda Powertools 3.x writes, so both libraries can share one table; every rule of that
+format is in this module: the key is the hash of ``json.dumps(material, sort_keys=True)`` with
+Powertools' encoder rules (md5 by default), the validation hash is the same over the validated
+part, a result is ``json.dumps(result, sort_keys=True)`` with Decimal as its text, IN_PROGRESS is
+spelled ``INPROGRESS``, and an unnamed function is ``test-func``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import math
 import os
 import pathlib
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any, Literal
 
 from idempotent_lambda import _result_codec
 from idempotent_lambda._canonical import canonical_bytes, to_plain
-from idempotent_lambda._env import lambda_function_name
 from idempotent_lambda.exceptions import IdempotencyKeyError, IdempotencyUnstorableResultError
 
 RecordFormatName = Literal["native", "powertools"]
@@ -73,7 +74,19 @@ class RecordFormat:
         return hashlib.new(hash_name, data).hexdigest()
 
 
+def lambda_function_name() -> str:
+    """Return ``AWS_LAMBDA_FUNCTION_NAME``, or ``"local"`` when it is unset or empty (native)."""
+    return os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+
+
 # --- Powertools' format (facts from aws_lambda_powertools 3.x, persistence/base.py) ---
+
+POWERTOOLS_IN_PROGRESS = "INPROGRESS"
+"""How Powertools spells the IN_PROGRESS status in its stored records."""
+STATUS_CONSTANTS = MappingProxyType(
+    {"INPROGRESS": POWERTOOLS_IN_PROGRESS, "COMPLETED": "COMPLETED", "EXPIRED": "EXPIRED"}
+)
+"""Powertools' status spellings, by name (its ``persistence.datarecord.STATUS_CONSTANTS``)."""
 
 
 def _powertools_prepare(payload: Any) -> Any:

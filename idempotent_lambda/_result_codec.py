@@ -1,24 +1,21 @@
-"""Serialise results for storage so that every value replays exactly.
+"""Serialise results for storage so that every value replays exactly (the native format).
 
 Stored ``data`` is JSON text. Values plain JSON cannot carry are wrapped in one-key objects whose
-key starts with ``$``::
+key starts with ``$``:
 
-    {"$decimal": "1.10"}        decimal.Decimal (exact text)
-    {"$float": "nan"}           non-finite floats
-    {"$bytes": "<base64>"}      bytes
-    {"$tuple": [...]}           tuple
-    {"$set": [...]}             set
-    {"$frozenset": [...]}       frozenset
-    {"$map": [[k, v], ...]}     a dict whose keys are not all strings, or include a key starting
-                                with "$" (so user data can never be mistaken for a wrapper)
-    {"$unstorable": "<why>"}    marker stored instead of a result that could not be stored
+| stored | stands for |
+| --- | --- |
+| ``{"$decimal": "1.10"}`` | `decimal.Decimal` (exact text) |
+| ``{"$float": "nan"}`` | a non-finite float |
+| ``{"$bytes": "<base64>"}`` | bytes |
+| ``{"$tuple": [...]}``, ``{"$set": [...]}``, ``{"$frozenset": [...]}`` | those containers |
+| ``{"$map": [[k, v], ...]}`` | a dict with a key that is not a string or starts with ``$`` |
+| ``{"$unstorable": "<why>"}`` | the marker stored instead of a result that could not be |
 
-Everything else — ``{}``, ``[]``, ``0``, ``False``, ``""``, ``None``, nesting — is plain JSON, so
-falsy results replay as themselves and not as ``None``.
-
-Dataclass and pydantic instances, wherever they are in a result, are stored in their dict form
-(``dataclasses.asdict``, ``model_dump(mode="json")``), as Powertools stores them; what is rebuilt
-into instances on replay is the serializer's business (`idempotent_lambda.serialization`).
+Everything else (``{}``, ``[]``, ``0``, ``False``, ``""``, ``None``, nesting) is plain JSON, so
+falsy results replay as themselves and not as ``None``. Dataclass and pydantic instances are
+stored in their dict form, as Powertools stores them; rebuilding instances on replay is the
+serializer's business (`idempotent_lambda.serialization`).
 """
 
 from __future__ import annotations
@@ -46,9 +43,7 @@ _TAGS = frozenset(
 )
 
 
-# Built once: `json.dumps` with any option set builds a new encoder on every call.
-# No circular-reference check: a cycle already fails the walk in `encode_result` (RecursionError).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def encode_result(value: Any) -> str:
@@ -59,8 +54,7 @@ def encode_result(value: Any) -> str:
             `json` refuses it (any exception from encoding becomes this error).
     """
     try:
-        plain = value if _is_plain(value) else _wrap(value)
-        return _ENCODER.encode(plain)
+        return _ENCODER.encode(_wrap(value))
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
     except IdempotencyUnstorableResultError:
@@ -71,43 +65,10 @@ def encode_result(value: Any) -> str:
         ) from exc
 
 
-_SCALARS = (str, int, bool, type(None))
-
-
-def _is_plain(value: Any) -> bool:
-    """Tell whether ``value`` is stored as it is: JSON-shaped, nothing to wrap or escape.
-
-    A check-only walk, cheaper than rebuilding every container through `_wrap`.
-    """
-    kind = type(value)
-    if kind in _SCALARS:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or key[:1] == "$":
-                return False
-            if type(item) not in _SCALARS and not _is_plain(item):
-                return False
-        return True
-    if kind is list:
-        for item in value:  # noqa: SIM110 - a loop, not all(<genexpr>): this runs per result
-            if type(item) not in _SCALARS and not _is_plain(item):
-                return False
-        return True
-    return False
-
-
 def decode_result(text: str) -> Any:
-    """Invert `encode_result`.
-
-    Raises:
-        IdempotencyPersistenceLayerError: ``text`` is not a stored result (a corrupt record).
-    """
+    """Invert `encode_result`; `IdempotencyPersistenceLayerError` for a corrupt record."""
     try:
-        # Only text holding a '"$' can hold a wrapper: the rest needs no object hook.
-        return json.loads(text, object_hook=_unwrap) if '"$' in text else json.loads(text)
+        return _DECODER.decode(text)
     except _NOT_DECODABLE as exc:
         raise corrupt(exc) from exc
 
@@ -135,14 +96,15 @@ def corrupt(exc: BaseException) -> IdempotencyPersistenceLayerError:
 
 
 def _wrap(value: Any) -> Any:
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, (str, int)):  # bool is an int
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, dict):
-        if all(isinstance(k, str) and not k.startswith("$") for k in value):
-            return {k: _wrap(v) for k, v in value.items()}
-        return {"$map": [[_wrap(k), _wrap(v)] for k, v in value.items()]}
+        for key in value:
+            if not isinstance(key, str) or key.startswith("$"):
+                return {"$map": [[_wrap(k), _wrap(v)] for k, v in value.items()]}
+        return {key: _wrap(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_wrap(item) for item in value]
     if isinstance(value, decimal.Decimal):
@@ -200,6 +162,9 @@ def _unwrap(obj: dict[str, Any]) -> Any:
     if tag == "$map":
         return {_hashable(k): v for k, v in inner}
     return obj
+
+
+_DECODER = json.JSONDecoder(object_hook=_unwrap)  # built once, as `json.loads` would per call
 
 
 def _hashable(key: Any) -> Any:

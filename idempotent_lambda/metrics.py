@@ -10,26 +10,26 @@ config's ``decision_hook`` is one of these. Two hooks are provided:
 
 Metrics per decision (unit Count unless noted), as `decision_metrics` derives them:
 
-==========================  ============================================================
-``Claimed``                 the key was free: the body ran and its result was stored
-``TakenOver``               a holder's lease had passed: this call took over and stored
-``Replayed``                a stored result was returned (every source)
-``ReplayedFromCache``       ... of which from the per-process cache (no store call)
-``WaitedAndReplayed``       ... of which after waiting for an in-progress holder
-``InProgressConflict``      another invocation held the key: already-in-progress error
-``ValidationFailed``        same key, different validated payload
-``Released``                the body raised (or its result was not to be stored)
-``LeaseLost``               the lease was taken over while the body ran
-``ReleaseFailed``           the body raised and releasing the record failed too
-``CompleteFailed``          the body ran but storing its result failed
-``UnstorableResult``        the result cannot be stored; a marker was stored
-``NoKeySkipped``            no key material: the body ran without idempotency
-``Disabled``                idempotency is switched off by environment variable
-``StoreErrors``             a store call failed (claim, get, complete or release)
-``StoreErrors<Operation>``  the same per operation: ``StoreErrorsClaim``, ...
-``StoreLatency``            time spent in store calls by the invocation (Milliseconds)
-``StoreCalls``              round trips made to the store by the invocation
-==========================  ============================================================
+| metric | counts |
+| --- | --- |
+| ``Claimed`` | the key was free: the body ran and its result was stored |
+| ``TakenOver`` | a holder's lease had passed: this call took over and stored |
+| ``Replayed`` | a stored result was returned (every source) |
+| ``ReplayedFromCache`` | ... of which from the per-process cache (no store call) |
+| ``WaitedAndReplayed`` | ... of which after waiting for an in-progress holder |
+| ``InProgressConflict`` | another invocation held the key: already-in-progress error |
+| ``ValidationFailed`` | same key, different validated payload |
+| ``Released`` | the body raised (or its result was not to be stored) |
+| ``LeaseLost`` | the lease was taken over while the body ran |
+| ``ReleaseFailed`` | the body raised and releasing the record failed too |
+| ``CompleteFailed`` | the body ran but storing its result failed |
+| ``UnstorableResult`` | the result cannot be stored; a marker was stored |
+| ``NoKeySkipped`` | no key material: the body ran without idempotency |
+| ``Disabled`` | idempotency is switched off by environment variable |
+| ``StoreErrors`` | a store call failed (claim, get, complete or release) |
+| ``StoreErrors<Operation>`` | the same per operation: ``StoreErrorsClaim``, ... |
+| ``StoreLatency`` | time spent in store calls by the invocation (Milliseconds) |
+| ``StoreCalls`` | round trips made to the store by the invocation |
 
 Outcomes added later are counted under their CamelCase name.
 """

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from idempotent_lambda._result_codec import decode_result
+
 
 class Status(str, enum.Enum):
     """Lifecycle state of a record. Equal to the strings stored in the table.
@@ -47,24 +49,15 @@ class IdempotencyRecord:
 
     @property
     def is_expired(self) -> bool:
-        """Tell whether the expiration has passed now, on the wall clock (Powertools' name).
-
-        The library itself always asks `expired_at` with its store's clock.
-        """
+        """Tell whether the expiration has passed on the wall clock (Powertools' name)."""
         return self.expired_at(time.time_ns() // 1_000_000)
 
     def expired_at(self, now_ms: int) -> bool:
-        """Tell whether the record's expiration (epoch seconds) has passed at ``now_ms``.
-
-        Compared in whole seconds, exactly as the DynamoDB condition expression compares them.
-        """
+        """Tell whether the expiration has passed at ``now_ms`` (in seconds, as DynamoDB asks)."""
         return self.expiry_timestamp is not None and self.expiry_timestamp < now_ms // 1000
 
     def lease_passed(self, cutoff_ms: int) -> bool:
-        """Tell whether an IN_PROGRESS lease ended before ``cutoff_ms``.
-
-        A record without a lease end is live until its expiration.
-        """
+        """Tell whether the lease ended before ``cutoff_ms`` (without one: the expiration)."""
         if self.in_progress_expiry_timestamp is None:
             return self.expired_at(cutoff_ms)
         return self.in_progress_expiry_timestamp < cutoff_ms
@@ -81,6 +74,4 @@ class IdempotencyRecord:
 
     def response_json_as_dict(self) -> Any:
         """Decode the stored result (Powertools' DataRecord name); None when there is none."""
-        from idempotent_lambda._result_codec import decode_result
-
         return None if self.response_data is None else decode_result(self.response_data)

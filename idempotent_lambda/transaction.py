@@ -4,17 +4,19 @@ Inside an idempotent body, `current_transaction()` returns the running invocatio
 `Transaction`. Writes queued on it are not sent at once: when the body returns, the library sends
 them in **one** ``TransactWriteItems`` together with the COMPLETED record, the record's put
 conditioned on ``status = IN_PROGRESS AND owner = :token``. Either everything is written — the
-business items and the record that makes every retry replay — or nothing is::
+business items and the record that makes every retry replay — or nothing is:
 
-    from decimal import Decimal
+```python
+from decimal import Decimal
 
-    from idempotent_lambda.transaction import current_transaction
+from idempotent_lambda.transaction import current_transaction
 
-    @idempotent(persistence_store=store, config=config)
-    def handler(event, context):
-        order = {"pk": f"order#{event['order_id']}", "total": Decimal(event["total"])}
-        current_transaction().put("orders", order, condition="attribute_not_exists(pk)")
-        return {"order_id": event["order_id"], "status": "created"}
+@idempotent(persistence_store=store, config=config)
+def handler(event, context):
+    order = {"pk": f"order#{event['order_id']}", "total": Decimal(event["total"])}
+    current_transaction().put("orders", order, condition="attribute_not_exists(pk)")
+    return {"order_id": event["order_id"], "status": "created"}
+```
 
 It works the same in `idempotent`, `idempotent_function` and the event-source adapters (each
 record of a batch gets its own transaction); an inner idempotent function has its own. When the
@@ -29,7 +31,7 @@ transaction is cancelled nothing is written and:
 A body that raises (or whose result the adapter does not store, such as an HTTP 5xx) discards
 its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``), no key in the payload, or an
 HTTP method the adapter leaves alone, the decorators and adapters still commit the queued writes,
-atomically among themselves, when the body returns (`IdempotentCall.unrecorded`).
+atomically among themselves, when the body returns (`IdempotentFunction.unrecorded`).
 """
 
 from __future__ import annotations

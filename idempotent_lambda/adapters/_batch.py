@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import Derive
+from idempotent_lambda._engine import Derive, idempotency_disabled
 from idempotent_lambda._entry import Entry, is_async
-from idempotent_lambda._env import idempotency_disabled
 from idempotent_lambda._identity import Invocation, build_invocation
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,

@@ -1,34 +1,24 @@
-"""`BasePersistenceLayer`: stores written against Powertools' contract, run on our lifecycle.
+"""Stores written against Powertools' contract (`BasePersistenceLayer`, `DataRecord`).
 
-A Powertools-style store subclasses `BasePersistenceLayer` and implements four methods:
-``_put_record`` (write unless a live record holds the key, else raise
-`IdempotencyItemAlreadyExistsError`), ``_get_record`` (read, or raise
-`IdempotencyItemNotFoundError`), ``_update_record`` (overwrite) and ``_delete_record``. This class
-maps them onto the `PersistenceStore` Protocol (``claim``/``complete``/``release``/``get``), so
-such a store works with every decorator here unchanged.
-
-What such a store can and cannot give, compared with the built-in stores:
-
-- Claims are as safe as its ``_put_record`` condition: a conditional write gives "one body at a
-  time" exactly as with the built-in stores.
-- No owner fencing: the contract carries no owner token and ``_update_record``/``_delete_record``
-  are unconditional, so an invocation whose lease was taken over can overwrite or delete the
-  newer owner's record (Powertools' own behaviour). Completion and release always report success.
-- Takeover of an abandoned IN_PROGRESS record happens only if ``_put_record`` allows it (its
-  condition checks the in-progress expiry, as Powertools' DynamoDB store does). If it refuses,
-  the key stays blocked until the record's expiration and duplicates get
-  `IdempotencyAlreadyInProgressError`.
-- A claim that needs the blocking record costs two requests (``_put_record``, then
-  ``_get_record``) unless the store passes it as ``old_data_record`` on the error.
+A Powertools-style store subclasses `BasePersistenceLayer` and implements ``_put_record``,
+``_get_record``, ``_update_record`` and ``_delete_record``; this module maps them onto the
+`PersistenceStore` Protocol, so such a store works with every decorator here. What it can and
+cannot give (no owner fencing, takeover only if ``_put_record`` allows it) is in the docs, in
+"Custom stores and fencing" of the migration guide.
 """
 
 from __future__ import annotations
 
 import abc
+import datetime
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._record_format import POWERTOOLS_IN_PROGRESS, STATUS_CONSTANTS
+from idempotent_lambda._result_codec import decode_result
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyError,
@@ -38,21 +28,85 @@ from idempotent_lambda.exceptions import (
     IdempotencyItemNotFoundError,
     IdempotencyPersistenceLayerError,
 )
-from idempotent_lambda.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from idempotent_lambda.persistence.protocol import ClaimOutcome, claim_allowed, decode_stored_data
 from idempotent_lambda.record import IdempotencyRecord, Status
 
-_TO_STORED = {Status.IN_PROGRESS: STATUS_CONSTANTS["INPROGRESS"], Status.COMPLETED: "COMPLETED"}
-_FROM_STORED = {"INPROGRESS": Status.IN_PROGRESS, "IN_PROGRESS": Status.IN_PROGRESS}
-_FROM_STORED["COMPLETED"] = Status.COMPLETED
+_TO_STORED = {Status.IN_PROGRESS: POWERTOOLS_IN_PROGRESS, Status.COMPLETED: "COMPLETED"}
+_FROM_STORED = {
+    POWERTOOLS_IN_PROGRESS: Status.IN_PROGRESS,
+    "IN_PROGRESS": Status.IN_PROGRESS,  # a store that writes our spelling
+    "COMPLETED": Status.COMPLETED,
+}
+
+
+class DataRecord:
+    """One idempotency record in Powertools' shape (mutable, status as a plain string).
+
+    Args:
+        idempotency_key: The full key, ``"{prefix}#{hexdigest}"``.
+        status: ``"INPROGRESS"`` or ``"COMPLETED"`` as stored.
+        expiry_timestamp: Epoch seconds after which the record no longer counts.
+        in_progress_expiry_timestamp: Epoch milliseconds at which an in-progress lease ends.
+        response_data: The stored result (JSON text), ``""`` when there is none.
+        payload_hash: The validation hash, ``""`` when there is none.
+        sort_key: The sort key value, for stores with composite keys.
+    """
+
+    def __init__(  # noqa: PLR0917 - Powertools' positional signature
+        self,
+        idempotency_key: str,
+        status: str = "",
+        expiry_timestamp: int | None = None,
+        in_progress_expiry_timestamp: int | None = None,
+        response_data: str = "",
+        payload_hash: str = "",
+        sort_key: str | None = None,
+    ) -> None:
+        self.idempotency_key = idempotency_key
+        self.payload_hash = payload_hash
+        self.expiry_timestamp = expiry_timestamp
+        self.in_progress_expiry_timestamp = in_progress_expiry_timestamp
+        self._status = status
+        self.response_data = response_data
+        self.sort_key = sort_key
+
+    @property
+    def is_expired(self) -> bool:
+        """Tell whether the expiration has passed, on the wall clock."""
+        return bool(self.expiry_timestamp) and int(time.time()) > int(self.expiry_timestamp or 0)
+
+    @property
+    def status(self) -> str:
+        """Return ``"EXPIRED"`` once the expiration passed, else the stored status.
+
+        Raises:
+            IdempotencyInvalidStatusError: The stored status is not a known one.
+        """
+        if self.is_expired:
+            return STATUS_CONSTANTS["EXPIRED"]
+        if self._status in STATUS_CONSTANTS.values():
+            return self._status
+        raise IdempotencyInvalidStatusError(f"unknown record status {self._status!r}")
+
+    def response_json_as_dict(self) -> Any:
+        """Decode the stored result; None when there is none."""
+        return decode_result(self.response_data) if self.response_data else None
+
+    def get_expiration_datetime(self) -> datetime.datetime | None:
+        """Return the expiration as an aware UTC datetime, or None when there is none."""
+        if not self.expiry_timestamp:
+            return None
+        return datetime.datetime.fromtimestamp(int(self.expiry_timestamp), tz=datetime.timezone.utc)
+
+    def __repr__(self) -> str:
+        return f"DataRecord(idempotency_key={self.idempotency_key!r}, status={self._status!r})"
 
 
 class BasePersistenceLayer(abc.ABC):
     """Base class of stores written against Powertools' ``BasePersistenceLayer`` contract.
 
     Subclass it, call ``super().__init__()``, and implement ``_put_record``, ``_get_record``,
-    ``_update_record`` and ``_delete_record``; the result is a `PersistenceStore`. The
-    guarantees such a store gives are listed in this module's documentation.
+    ``_update_record`` and ``_delete_record``; the result is a `PersistenceStore`.
 
     Attributes:
         payload_validation_enabled: Always True here, so a store that writes the validation

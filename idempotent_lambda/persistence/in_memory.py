@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._record_format import FORMATS
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
@@ -58,12 +59,8 @@ class InMemoryPersistenceLayer:
         self._lock = threading.Lock()
 
     def with_record_format(self, record_format: str) -> InMemoryPersistenceLayer:
-        """Return this store: it keeps records as objects, so every format is the same to it.
-
-        Raises:
-            IdempotencyConfigError: An unknown format.
-        """
-        if record_format not in ("native", "powertools"):
+        """Return this store: it keeps records as objects, so every format is the same to it."""
+        if record_format not in FORMATS:
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
         return self
 

@@ -8,6 +8,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._limits import bounded_inflate
+from idempotent_lambda._record_format import (  # re-exported for the stores' Powertools layouts
+    POWERTOOLS_IN_PROGRESS as POWERTOOLS_IN_PROGRESS,  # noqa: PLC0414
+)
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyTransactionError,
@@ -141,21 +144,12 @@ class BatchReadStore(PersistenceStore, Protocol):
 
 
 def transactional(store: object) -> TransactionalStore:
-    """Return ``store`` typed as a `TransactionalStore`, after checking that it is one.
-
-    Raises:
-        IdempotencyTransactionError: The store cannot commit business writes (transactions
-            refuse to queue writes on such a store, so this guards against a broken store).
-    """
+    """Return ``store`` as a `TransactionalStore`, or raise `IdempotencyTransactionError`."""
     if not isinstance(store, TransactionalStore):
         raise IdempotencyTransactionError(
             f"{type(store).__name__} cannot commit business writes with the record"
         )
     return store
-
-
-#: How AWS Lambda Powertools spells the IN_PROGRESS status in its stored records.
-POWERTOOLS_IN_PROGRESS = "INPROGRESS"
 
 
 def store_for_format(store: PersistenceStore, record_format: str) -> PersistenceStore:

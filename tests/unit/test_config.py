@@ -493,24 +493,19 @@ def test_default_prefix_uses_the_function_name_from_the_environment(
     assert local.split("#")[1] == named.split("#")[1]
 
 
-@pytest.mark.parametrize("raw", [True, False], ids=["raw-environ", "os.environ"])
-def test_environment_reads_agree_with_os_environ(
-    monkeypatch: pytest.MonkeyPatch, raw: bool
-) -> None:
-    """The fast environment reads answer what ``os.environ`` answers, name changes included."""
-    from idempotent_lambda import _env
+def test_environment_is_read_on_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disable switch and the function name follow the environment as it changes."""
+    from idempotent_lambda._engine import idempotency_disabled
+    from idempotent_lambda._record_format import lambda_function_name
 
-    if not raw:
-        monkeypatch.setattr(_env, "_RAW", None)
-    assert (False, "local") == (_env.idempotency_disabled(), _env.lambda_function_name())
+    assert (False, "local") == (idempotency_disabled(), lambda_function_name())
     monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", " Yes ")
-    assert _env.idempotency_disabled()
+    assert idempotency_disabled()
     monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "0")
-    assert not _env.idempotency_disabled()
-    names = [f"orders-{index}-é" for index in range(40)]  # more names than are remembered
+    assert not idempotency_disabled()
+    names = [f"orders-{index}-é" for index in range(40)]
     seen = []
     for name in names:
         monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
-        seen.append(_env.lambda_function_name())
+        seen.append(lambda_function_name())
     assert names == seen
-    assert len(_env._decoded_names) <= 17
