@@ -213,14 +213,17 @@ def test_runtime_is_a_current_python(template: dict[str, Any]) -> None:
 
 
 def test_library_ships_as_a_layer_on_every_function(template: dict[str, Any]) -> None:
-    """The IdempotencyLayer (built from this repository's package) reaches every function."""
+    """The IdempotencyLayer (idempotent-lambda, installed as a requirement) reaches every function.
+
+    How it is built: tests/functional/test_sample_copy.py.
+    """
     layers = template["Globals"]["Function"]["Layers"]
     assert {"Ref": "IdempotencyLayer"} in layers
     layer = template["Resources"]["IdempotencyLayer"]
     assert "makefile" == layer["Metadata"]["BuildMethod"]
-    makefile = (ROOT / layer["Properties"]["ContentUri"] / "Makefile").read_text()
-    assert "build-IdempotencyLayer:" in makefile
-    assert "/idempotent_lambda" in makefile
+    folder = ROOT / layer["Properties"]["ContentUri"]
+    assert "build-IdempotencyLayer:" in (folder / "Makefile").read_text()
+    assert "idempotent-lambda==" in (folder / "requirements.txt").read_text()
 
 
 def test_dependencies_layer_targets_the_functions_runtime_and_architecture(
