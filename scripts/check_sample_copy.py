@@ -95,7 +95,7 @@ def check_layer(folder: Path, version: str) -> str:
     if not init.is_file():
         raise SystemExit(f"IdempotencyLayer has no idempotent_lambda package ({site})")
     if not (site / f"idempotent_lambda-{version}.dist-info").is_dir():
-        raise SystemExit(f"IdempotencyLayer was not installed by pip as idempotent-lambda {version}")
+        raise SystemExit(f"IdempotencyLayer holds no pip-installed idempotent-lambda {version}")
     built = _version_in(init)
     if built != version:
         raise SystemExit(f"IdempotencyLayer holds idempotent_lambda {built}, expected {version}")
