@@ -23,7 +23,7 @@ PUBLISHED_FLOORS = {
     "pydantic": ("2.4", "CVE-2024-3772 (ReDoS in email validation) is fixed in 2.4.0"),
     "redis": ("5", "issue 20 item 10 decides this one (ssl_check_hostname)"),
     "valkey-glide-sync": ("2.1", "the first release; it ships glide_shared, whose errors we map"),
-    "moto": ("5.0", "the testing extra: ThreadedMotoServer(port=0); no advisory"),
+    "moto": ("5.0", "the testing extra (local_dynamodb); no advisory against 5.x"),
 }
 #: Floors that the repository's own tool groups must respect where they name the package.
 TOOL_FLOORS = {
