@@ -1,7 +1,7 @@
 """What CreateOrder's answers mean: every answer the demo counts is explained, and checked.
 
 `ANSWERS` names each kind of answer the scenario's requests get, as the client sees it (status,
-``Idempotent-Replayed``, problem title). `expect_duplicates` checks the concurrent duplicates of
+`Idempotent-Replayed`, problem title). `expect_duplicates` checks the concurrent duplicates of
 step 1 against the library's decisions; `explain_answers` prints the summary's account of every
 answer and fails a check for any it cannot explain.
 """
@@ -56,7 +56,7 @@ ANSWERS: dict[tuple[int, bool, str | None], Kind] = {
 
 
 def kind_of(response: Response) -> Kind | None:
-    """Return what ``response`` means; None when it is no kind the demo knows."""
+    """Return what `response` means; None when it is no kind the demo knows."""
     body = response.body
     title = body.get("title") if response.status >= 400 and isinstance(body, dict) else None
     replayed = response.headers.get("idempotent-replayed") == "true"
@@ -106,7 +106,7 @@ def expect_duplicates(
 
 
 def explain_answers(t: Transcript, function: str, answers: Sequence[Response]) -> None:
-    """Print how many answers of each kind ``function`` gave and what each means; check all are."""
+    """Print how many answers of each kind `function` gave and what each means; check all are."""
     counts = Counter(kind_of(r) for r in answers)
     unknown = [r.status for r in answers if kind_of(r) is None]
     t.note(f"{function} answered {len(answers)} requests:")

@@ -1,14 +1,14 @@
 """Build the sample stack the way a user who copied it does: outside this repository.
 
-Usage: ``python scripts/check_sample_copy.py [--sam PATH] [--wheels DIR] [--keep]``
+Usage: `python scripts/check_sample_copy.py [--sam PATH] [--wheels DIR] [--keep]`
 
-Copies ``template.yaml`` and ``samples/`` into an empty folder, builds the checkout's wheel
-(unless ``--wheels`` names a folder that holds one) and runs ``sam build`` there with
-``PIP_FIND_LINKS`` pointing at it, as docs/sample-app.md tells a user to before the package is
-on the index. Then checks that ``IdempotencyLayer`` holds the library installed as a
-requirement (its ``dist-info``), at the checkout's version.
+Copies `template.yaml` and `samples/` into an empty folder, builds the checkout's wheel
+(unless `--wheels` names a folder that holds one) and runs `sam build` there with
+`PIP_FIND_LINKS` pointing at it, as docs/sample-app.md tells a user to before the package is
+on the index. Then checks that `IdempotencyLayer` holds the library installed as a
+requirement (its `dist-info`), at the checkout's version.
 
-Exits non-zero, printing sam's output, when the build or a check fails. ``make template-check``
+Exits non-zero, printing sam's output, when the build or a check fails. `make template-check`
 and tests/functional/test_sample_copy.py run it.
 """
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def source_version() -> str:
-    """Return ``__version__`` as written in the package's ``__init__.py``."""
+    """Return `__version__` as written in the package's `__init__.py`."""
     return _version_in(ROOT / "idempotent_lambda" / "__init__.py")
 
 
@@ -41,7 +41,7 @@ def _version_in(init: Path) -> str:
 
 
 def copy_stack(folder: Path) -> None:
-    """Copy the template and the samples (no caches) into ``folder``."""
+    """Copy the template and the samples (no caches) into `folder`."""
     shutil.copy2(ROOT / "template.yaml", folder / "template.yaml")
     shutil.copytree(
         ROOT / "samples", folder / "samples", ignore=shutil.ignore_patterns("__pycache__")
@@ -49,7 +49,7 @@ def copy_stack(folder: Path) -> None:
 
 
 def build_wheel(work: Path) -> Path:
-    """Build the checkout's wheel into ``work/wheels``; return that folder.
+    """Build the checkout's wheel into `work/wheels`; return that folder.
 
     From a copy of the files the wheel is made of, so no build output lands in the checkout.
     """
@@ -68,7 +68,7 @@ def build_wheel(work: Path) -> Path:
 
 
 def sam_build(sam: Path, folder: Path, wheels: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``sam build`` in ``folder``, pip finding the library in ``wheels``."""
+    """Run `sam build` in `folder`, pip finding the library in `wheels`."""
     find_links = " ".join(filter(None, [str(wheels), os.environ.get("PIP_FIND_LINKS")]))
     env = {
         **os.environ,
@@ -89,7 +89,7 @@ def sam_build(sam: Path, folder: Path, wheels: Path) -> subprocess.CompletedProc
 
 
 def check_layer(folder: Path, version: str) -> str:
-    """Check the built layer holds the installed library at ``version``; describe it."""
+    """Check the built layer holds the installed library at `version`; describe it."""
     site = folder / ".aws-sam" / "build" / "IdempotencyLayer" / "python"
     init = site / "idempotent_lambda" / "__init__.py"
     if not init.is_file():

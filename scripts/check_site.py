@@ -1,16 +1,16 @@
 """Find what renders broken in a built docs site: reStructuredText remnants, paths as plain text.
 
-Usage: ``python scripts/check_site.py SITE_DIR`` after ``mkdocs build --site-dir SITE_DIR``.
+Usage: `python scripts/check_site.py SITE_DIR` after `mkdocs build --site-dir SITE_DIR`.
 
-mkdocstrings renders docstrings as Markdown, and ``mkdocs build --strict`` accepts
-reStructuredText without a word; it shows up on the page as runs of ``=====`` (a table's rules),
-doubled backticks, a paragraph ending in ``::`` (a literal block's marker), or a role such as
-``:class:`` before a name. A path like "see docs/http.md" written as text instead of a link is a
+mkdocstrings renders docstrings as Markdown, and `mkdocs build --strict` accepts
+reStructuredText without a word; it shows up on the page as runs of `=====` (a table's rules),
+doubled backticks, a paragraph ending in `::` (a literal block's marker), or a role such as
+`:class:` before a name. A path like "see docs/http.md" written as text instead of a link is a
 dead end on the site. Each HTML file's visible text is read block by block (paragraphs, list
 items, table cells, headings), code and preformatted text left out (and links, for paths).
 
-Prints ``file:line: what: snippet`` for each finding and exits 1; prints a summary and exits 0
-when there is none. ``make docs-check SITE_CHECK=1`` runs it.
+Prints `file:line: what: snippet` for each finding and exits 1; prints a summary and exits 0
+when there is none. `make docs-check SITE_CHECK=1` runs it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ VOID = frozenset(
 #: Stands in for a code span in a block's prose, so ":class:" before one still reads as a role.
 CODE_MARK = "\x00"
 
-#: ``(what, pattern)`` searched in a block's prose (code left out).
+#: `(what, pattern)` searched in a block's prose (code left out).
 PROSE_PATTERNS = (
     ("reStructuredText rule", re.compile(r"={4,}")),
     ("reStructuredText literal", re.compile(r"``")),
@@ -136,7 +136,7 @@ def check_html(html: str, path: str) -> list[Finding]:
 
 
 def check_site(site: Path) -> tuple[int, list[Finding]]:
-    """Return how many pages ``site`` has, and the findings of all of them."""
+    """Return how many pages `site` has, and the findings of all of them."""
     pages = sorted(site.rglob("*.html"))
     findings = [
         finding

@@ -26,9 +26,9 @@ _KEY_PREFIX = re.compile(r"^[^*?#\s]+$")
 
 
 def large_result_prefix(key_prefix: str) -> str:
-    """Return where a function of ``key_prefix`` offloads: ``idempotency/<key_prefix>/``.
+    """Return where a function of `key_prefix` offloads: `idempotency/<key_prefix>/`.
 
-    Pass it to the store (``DynamoDBPersistenceLayer(large_result_prefix=...)``): the grant of
+    Pass it to the store (`DynamoDBPersistenceLayer(large_result_prefix=...)`): the grant of
     `IdempotencyTable.grant_idempotency` covers these objects only.
     """
     return f"{LARGE_RESULTS_ROOT}{key_prefix}/"
@@ -37,24 +37,24 @@ def large_result_prefix(key_prefix: str) -> str:
 class IdempotencyTable(Construct):
     """The idempotency table, and optionally the bucket for results too large for an item.
 
-    The table has the store's default layout: partition key ``id`` (String), time to live on
-    ``expiration``, on-demand billing, point-in-time recovery, encryption with the AWS managed
+    The table has the store's default layout: partition key `id` (String), time to live on
+    `expiration`, on-demand billing, point-in-time recovery, encryption with the AWS managed
     key and deletion protection. The bucket is private (every public access block, ACLs off),
     encrypted, refuses requests without TLS, keeps no versions, and expires objects under
-    ``idempotency/`` once their records have expired.
+    `idempotency/` once their records have expired.
 
     Args:
         scope: The parent construct.
         id: The construct id.
         table_name: A physical name; None lets CloudFormation name it.
         large_results: Also create the large-results bucket (`bucket`).
-        record_expiry: The functions' ``expires_after_seconds``: offloaded objects expire after
+        record_expiry: The functions' `expires_after_seconds`: offloaded objects expire after
             it, in whole days rounded up (S3 counts days).
         removal_policy: What deleting the stack does to the table and bucket.
 
     Attributes:
         table: The `aws_dynamodb.Table`.
-        bucket: The `aws_s3.Bucket`, or None without ``large_results``.
+        bucket: The `aws_s3.Bucket`, or None without `large_results`.
     """
 
     def __init__(
@@ -107,23 +107,24 @@ class IdempotencyTable(Construct):
     def grant_idempotency(
         self, grantee: iam.IGrantable, *, key_prefix: str, batch: bool = False
     ) -> iam.Grant:
-        """Let ``grantee`` keep its idempotency records, and only those of ``key_prefix``.
+        """Let `grantee` keep its idempotency records, and only those of `key_prefix`.
 
         Grants exactly what the store calls (GetItem, PutItem, DeleteItem; BatchGetItem too
-        with ``batch``) on items whose key starts with ``{key_prefix}#``, the key of every
-        record of a function decorated with that ``key_prefix``; and, with the bucket,
+        with `batch`) on items whose key starts with `{key_prefix}#`, the key of every
+        record of a function decorated with that `key_prefix`; and, with the bucket,
         s3:GetObject and s3:PutObject under `large_result_prefix` of it.
 
         Args:
             grantee: The function (or role) that runs the decorated handler.
-            key_prefix: The ``key_prefix`` its decorator or adapter is given.
-            batch: The handler is an SQS, stream, Kinesis or Kafka batch handler.
+            key_prefix: The `key_prefix` its decorator or adapter is given.
+            batch: The handler is a batch handler (`idempotent_sqs_handler`,
+                `idempotent_stream_handler`): it reads a batch's keys at once.
 
         Returns:
             The grant (the table's, combined with the bucket's).
 
         Raises:
-            ValueError: ``key_prefix`` is empty or holds ``*``, ``?``, ``#`` or whitespace.
+            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace.
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")

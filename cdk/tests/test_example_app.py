@@ -17,9 +17,9 @@ CFN_LINT = Path(sys.executable).parent / "cfn-lint"
 def test_every_synthesized_template_passes_cfn_lint(synthesized: Synthesized) -> None:
     """cfn-lint finds no error and no warning.
 
-    Two things the CDK writes into every template are left out: its ``Fn::Join`` where
-    template.yaml would use ``Fn::Sub`` (I1022; informational checks stay off), and a
-    ``DependsOn`` on the function's role beside the ``GetAtt`` of it (W3005).
+    Two things the CDK writes into every template are left out: its `Fn::Join` where
+    template.yaml would use `Fn::Sub` (I1022; informational checks stay off), and a
+    `DependsOn` on the function's role beside the `GetAtt` of it (W3005).
     """
     templates = sorted(str(path) for path in synthesized.outdir.glob("*.template.json"))
     assert 3 == len(templates), templates

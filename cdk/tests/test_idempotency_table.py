@@ -26,7 +26,7 @@ def statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def granted_to(template: dict[str, Any], function: str) -> list[dict[str, Any]]:
-    """The statements of the default policy of ``function``'s role."""
+    """The statements of the default policy of `function`'s role."""
     found = []
     for name, resource in template["Resources"].items():
         if resource["Type"] == "AWS::IAM::Policy" and name.startswith(f"{function}ServiceRole"):
@@ -116,7 +116,7 @@ def test_the_bucket_is_private_tls_only_and_expires_with_the_records(
 def test_a_grant_is_exactly_the_store_calls_on_the_function_keys(
     synthesized: Synthesized,
 ) -> None:
-    """GetItem, PutItem, DeleteItem on the table, only for keys under ``{key_prefix}#``."""
+    """GetItem, PutItem, DeleteItem on the table, only for keys under `{key_prefix}#`."""
     (statement, on_objects) = granted_to(synthesized.templates["WithBucket"], "Http")
     assert {"Action", "Condition", "Effect", "Resource"} == set(statement)
     assert RECORD_ACTIONS == statement["Action"]
@@ -155,7 +155,7 @@ def test_without_the_bucket_there_is_no_s3_grant(synthesized: Synthesized) -> No
 
 @pytest.mark.parametrize("key_prefix", ["", "orders*", "orders?", "orders#x", "or ders"])
 def test_a_key_prefix_that_would_widen_the_grant_is_refused(key_prefix: str) -> None:
-    """Wildcards, ``#`` and whitespace cannot be a key prefix of a grant."""
+    """Wildcards, `#` and whitespace cannot be a key prefix of a grant."""
     stack = cdk.Stack(cdk.App(), "Refused")
     table = IdempotencyTable(stack, "Idempotency")
     with pytest.raises(ValueError, match="key_prefix"):

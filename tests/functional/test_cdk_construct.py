@@ -1,6 +1,6 @@
 """The CDK construct (cdk/) read as source: what it grants; the library needs none of it.
 
-Its synthesized templates are tested in cdk/tests (``make cdk-check``, in the CDK's own venv);
+Its synthesized templates are tested in cdk/tests (`make cdk-check`, in the CDK's own venv);
 these checks read its source, so they run wherever the library's tests do.
 """
 
@@ -16,7 +16,7 @@ CONSTRUCT = ROOT / "cdk" / "idempotent_lambda_cdk" / "_table.py"
 
 
 def constants(path: Path) -> dict[str, object]:
-    """Return the module-level constants of ``path`` that are literals."""
+    """Return the module-level constants of `path` that are literals."""
     found: dict[str, object] = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -38,7 +38,7 @@ def test_the_construct_grants_what_the_template_grants() -> None:
 
 
 def test_the_construct_offloads_where_the_sample_app_does() -> None:
-    """Both name ``idempotency/`` as the folder of every function's ``<key_prefix>/``."""
+    """Both name `idempotency/` as the folder of every function's `<key_prefix>/`."""
     sample = constants(ROOT / "samples" / "app" / "aws.py")
     assert sample["LARGE_RESULTS_ROOT"] == constants(CONSTRUCT)["LARGE_RESULTS_ROOT"]
 

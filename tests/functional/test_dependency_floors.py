@@ -40,7 +40,7 @@ def project() -> dict[str, Any]:
 
 
 def floor_of(requirement: Requirement) -> Version | None:
-    """Return the ``>=`` bound of ``requirement``, None without one."""
+    """Return the `>=` bound of `requirement`, None without one."""
     bounds = [Version(s.version) for s in requirement.specifier if s.operator == ">="]
     return max(bounds) if bounds else None
 

@@ -1,7 +1,7 @@
 """The sample stack leaves the repository: a copy of template.yaml and samples/ builds elsewhere.
 
-``make test`` names the sam that ``make template-check`` installed (``SAMPLE_COPY_SAM``), so the
-build runs there; elsewhere the test finds ``.venv-sam/bin/sam`` or a sam on PATH, or skips.
+`make test` names the sam that `make template-check` installed (`SAMPLE_COPY_SAM`), so the
+build runs there; elsewhere the test finds `.venv-sam/bin/sam` or a sam on PATH, or skips.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def installed_sam() -> Path | None:
 
 
 def test_a_copy_of_the_stack_builds_outside_the_repository() -> None:
-    """``sam build`` of a copy succeeds; the layer holds the library installed from its wheel."""
+    """`sam build` of a copy succeeds; the layer holds the library installed from its wheel."""
     sam = installed_sam()
     if sam is None:
         pytest.skip(
