@@ -18,9 +18,8 @@ EXPIRY = cdk.Duration.days(1)  # the functions' expires_after_seconds
 class OrdersStack(cdk.Stack):
     """The sample's CreateOrder (HTTP API, JWT) and ProcessPayment (SQS), on one idempotency table.
 
-    ``bundle`` is a folder with the handlers (the ``app`` package of samples/) and their
-    requirements, idempotent-lambda included, e.g. ``pip install --target build/bundle
-    idempotent-lambda pydantic aws-lambda-powertools && cp -R samples/app build/bundle/``.
+    `bundle` is a folder with the handlers (the `app` package of samples/) and their
+    requirements, idempotent-lambda included (built as the CDK page of the docs shows).
     """
 
     def __init__(self, scope: Construct, id: str, *, bundle: str, **kwargs) -> None:
@@ -119,7 +118,7 @@ class OrdersStack(cdk.Stack):
 
 
 def build(app: cdk.App, bundle: str) -> OrdersStack:
-    """Add the stack to ``app``."""
+    """Add the stack to `app`."""
     return OrdersStack(app, "IdempotentOrders", bundle=bundle)
 
 

@@ -55,3 +55,10 @@ def test_the_library_never_imports_the_cdk() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] not in {"aws_cdk", "constructs"}, path
+
+
+def test_the_construct_ships_the_repository_licence() -> None:
+    """cdk/LICENSE, which its distribution ships, is the repository's LICENSE."""
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8") == (ROOT / "cdk" / "LICENSE").read_text(
+        encoding="utf-8"
+    )
