@@ -46,9 +46,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict idempotent_lambda
 
+# SAMPLE_COPY_SAM: tests/functional/test_sample_copy.py builds a copy of the sample stack with
+# this sam (template-check installed it) instead of skipping for want of one.
 test: lint typecheck docs-check package-check
 	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest -q tests
+	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
@@ -56,10 +58,16 @@ test: lint typecheck docs-check package-check
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
+# SITE_CHECK=1 also reads the built pages for what --strict lets through: reStructuredText
+# remnants of docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths
+# written as text (scripts/check_site.py).
+SITE_CHECK ?= 0
+
 docs-check: $(DOCS_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
-	echo "mkdocs build --strict: ok"
+	echo "mkdocs build --strict: ok" && \
+	if [ "$(SITE_CHECK)" = 1 ]; then $(BIN)/python scripts/check_site.py "$$site"; fi
 
 # The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
 # by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated
@@ -92,8 +100,10 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet --group bench
 	$(BIN)/python -m benchmarks.run
 
-# template.yaml: cfn-lint, sam validate --lint, sam build (into a temporary folder), offline
-# except for PyPI. The tools live in their own venv; the `*` .gitignore keeps git and ruff out.
+# template.yaml: cfn-lint, sam validate --lint, and sam build of a copy of template.yaml and
+# samples/ in an empty folder, the library coming from the checkout's wheel through
+# PIP_FIND_LINKS (scripts/check_sample_copy.py), as a user builds it. Offline except for PyPI.
+# The tools live in their own venv; the `*` .gitignore keeps git and ruff out.
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 SAM_ENV := SAM_CLI_TELEMETRY=0 AWS_EC2_METADATA_DISABLED=true AWS_REGION=us-east-1 \
@@ -112,10 +122,27 @@ $(SAM_STAMP): samples/requirements-sam.txt
 template-check: $(SAM_STAMP)
 	$(SAM_ENV) $(SAM_VENV)/bin/cfn-lint --include-checks I -- template.yaml
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region us-east-1
-	@build=$$(mktemp -d) && trap 'rm -rf "$$build"' EXIT && echo "sam build (into $$build)" && \
-	if $(SAM_ENV) $(SAM_VENV)/bin/sam build --template-file template.yaml --region us-east-1 \
-		--build-dir "$$build/build" --parallel >"$$build/log" 2>&1; \
-	then echo "sam build: Build Succeeded"; else cat "$$build/log"; exit 1; fi
+	$(SAM_ENV) $(SAM_VENV)/bin/python scripts/check_sample_copy.py --sam $(SAM_VENV)/bin/sam
+
+# The CDK construct (cdk/, its own distribution idempotent-lambda-cdk): cdk/tests synthesize
+# examples/cdk/app.py and stacks of their own, assert on the templates and run cfn-lint on them.
+# Offline: jsii runs the CDK in the machine's Node, no CDK CLI. Its own venv, like sam's. Node 20
+# (Debian's) works but is past jsii's support window: the banner saying so is silenced.
+CDK_VENV := .venv-cdk
+CDK_STAMP := $(CDK_VENV)/.installed
+
+.PHONY: cdk-check
+test: cdk-check
+
+$(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml
+	$(PYTHON) -m venv $(CDK_VENV)
+	echo '*' > $(CDK_VENV)/.gitignore
+	$(CDK_VENV)/bin/pip install --quiet --upgrade pip
+	$(CDK_VENV)/bin/pip install --quiet -r cdk/requirements-test.txt -e ./cdk
+	touch $(CDK_STAMP)
+
+cdk-check: $(CDK_STAMP)
+	cd cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 ../$(CDK_VENV)/bin/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .venv-py3.* .venv-sam .coverage .mypy_cache .ruff_cache build dist site *.egg-info
+	rm -rf $(VENV) .venv-py3.* .venv-sam .venv-cdk .coverage .mypy_cache .ruff_cache build dist site *.egg-info

@@ -52,10 +52,17 @@ def http_api_event(
     body: Any = None,
     headers: Mapping[str, str] | None = None,
     route_key: str | None = None,
+    caller: str | None = None,
 ) -> dict[str, Any]:
-    """Return an HTTP API (payload format 2.0) proxy event; header names are lower-cased."""
+    """Return an HTTP API (payload format 2.0) proxy event; header names are lower-cased.
+
+    With ``caller``, the request passed the template's JWT authorizer as that user: the access
+    token's claims (``sub`` = ``caller``) are in ``requestContext.authorizer.jwt``, where the
+    authorizer puts them and `idempotent_http` reads the caller from.
+    """
     text = body if isinstance(body, str) or body is None else json.dumps(body)
     now = time.time()
+    authorizer = {} if caller is None else {"authorizer": jwt_authorizer(caller, now)}
     return {
         "version": "2.0",
         "routeKey": route_key or f"{method} {path}",
@@ -81,10 +88,28 @@ def http_api_event(
             "routeKey": route_key or f"{method} {path}",
             "stage": "$default",
             "timeEpoch": int(now * 1000),
+            **authorizer,
         },
         "body": text,
         "isBase64Encoded": False,
     }
+
+
+def jwt_authorizer(sub: str, now: float) -> dict[str, Any]:
+    """Return what an HTTP API JWT authorizer adds for a Cognito access token of ``sub``."""
+    issued = int(now)
+    claims = {
+        "sub": sub,
+        "iss": f"https://cognito-idp.{REGION}.amazonaws.com/{REGION}_local",
+        "client_id": "local-orders-api-client",
+        "token_use": "access",
+        "scope": "aws.cognito.signin.user.admin",
+        "auth_time": str(issued),
+        "iat": str(issued),
+        "exp": str(issued + 3600),
+        "username": sub,
+    }
+    return {"jwt": {"claims": claims, "scopes": None}}
 
 
 def sqs_message(body: Any, *, queue_arn: str, receive_count: int = 1) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import boto3
 
+from samples.answers import expect_duplicates, explain_answers
 from samples.local_lambda import (
     Handler,
     StreamReader,
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
 EXECUTED = frozenset(
     {"CLAIMED", "TAKEN_OVER", "RELEASED", "RELEASE_FAILED", "LEASE_LOST", "COMPLETE_FAILED"}
 )
+#: The ``sub`` of the signed-in user the demo's requests come from (template.yaml's JWT
+#: authorizer passes it; `idempotent_http` scopes keys by it), and of a second user.
+CALLER = "user-1"
+OTHER_CALLER = "user-2"
 #: The sample's functions: logical id in template.yaml, handler, key prefix in the app.
 FUNCTIONS = {
     "CreateOrderFunction": ("samples.app.create_order", "orders.create_order"),
@@ -255,6 +260,8 @@ class LocalApp:
     #: The functions' EMF metric documents (`MetricsOutput`).
     metrics: MetricsOutput = field(default_factory=MetricsOutput)
     records: Counter[str] = field(default_factory=Counter)
+    #: Every answer of ``POST /orders``, in order.
+    answers: list[Response] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fork(self) -> LocalApp:
@@ -269,11 +276,18 @@ class LocalApp:
         with self.metrics.tapping():
             return invoke(self.handlers[function], event, function_name=function)
 
-    def post_order(self, body: Any, key: str | None) -> Response:
-        """``POST /orders`` with ``body`` and the ``Idempotency-Key`` header (None: omitted)."""
+    def post_order(self, body: Any, key: str | None, *, caller: str = CALLER) -> Response:
+        """``POST /orders`` with ``body`` and the ``Idempotency-Key`` header (None: omitted).
+
+        The request comes from the signed-in user ``caller``, as the template's authorizer lets
+        through only requests with a valid token.
+        """
         headers = {} if key is None else {"Idempotency-Key": key}
-        event = http_api_event("POST", "/orders", body=body, headers=headers)
-        return Response.of(self.call("CreateOrderFunction", event))
+        event = http_api_event("POST", "/orders", body=body, headers=headers, caller=caller)
+        response = Response.of(self.call("CreateOrderFunction", event))
+        with self._lock:
+            self.answers.append(response)
+        return response
 
     def executions(self, function: str) -> int:
         """How often ``function``'s body ran."""
@@ -408,6 +422,7 @@ class Orders:
     first: tuple[str, str, Decimal]
     concurrent: tuple[str, str, Decimal]
     third: tuple[str, str, Decimal]
+    other_caller: tuple[str, str, Decimal]
 
 
 def order_body(customer_id: str, *lines: tuple[str, int, str]) -> dict[str, Any]:
@@ -417,9 +432,9 @@ def order_body(customer_id: str, *lines: tuple[str, int, str]) -> dict[str, Any]
 
 
 def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
-    """Scenario 1: POST /orders, the retry, ten concurrent duplicates, 422, 400."""
+    """Scenario 1: POST /orders, the retry, another caller, concurrent duplicates, 422, 400."""
     run = app.run_id
-    alice, bob = f"alice-{run}", f"bob-{run}"
+    alice, bob, carol = f"alice-{run}", f"bob-{run}", f"carol-{run}"
     t.step("1. CreateOrder: POST /orders with an Idempotency-Key (HTTP API, idempotent_http)")
     body = order_body(alice, ("BOOK-1", 2, "12.50"), ("PEN-7", 1, "3.20"))
     key = f"order-{run}-1"
@@ -436,35 +451,17 @@ def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
     t.expect("Idempotent-Replayed: true", again.headers.get("idempotent-replayed") == "true")
     t.expect("the handler ran once", app.executions("CreateOrderFunction") - runs_before == 1)
 
-    bob_body = order_body(bob, ("MUG-3", 3, "8.00"))
-    bob_key = f"order-{run}-2"
-    before = app.executions("CreateOrderFunction")
-    barrier = threading.Barrier(10)
-
-    def duplicate() -> Response:
-        barrier.wait()
-        return app.post_order(bob_body, bob_key)
-
-    with ThreadPoolExecutor(max_workers=10) as pool:
-        responses = list(pool.map(lambda _: duplicate(), range(10)))
-    statuses = Counter(r.status for r in responses)
-    t.note(
-        f"10 concurrent duplicates of a new request -> statuses {dict(sorted(statuses.items()))}"
-    )
-    created = [r for r in responses if r.status == 201]
-    others = [r for r in responses if r.status != 201]
-    t.expect("the handler ran exactly once", app.executions("CreateOrderFunction") - before == 1)
-    t.expect("exactly one order row in OrdersTable", len(app.orders_of(bob)) == 1)
-    t.expect("every 201 carries the same order", len({json.dumps(r.body) for r in created}) == 1)
+    carol_body = order_body(carol, ("LAMP-2", 2, "40.00"))
+    theirs = app.post_order(carol_body, key, caller=OTHER_CALLER)
+    t.note(f"the same key, sent by another user       -> {theirs.show()}")
     t.expect(
-        "every 201 but the first is a replay (Idempotent-Replayed: true)",
-        sum(r.headers.get("idempotent-replayed") == "true" for r in created) == len(created) - 1,
+        "a new order of theirs: keys are scoped by the caller's JWT sub",
+        theirs.status == 201
+        and "idempotent-replayed" not in theirs.headers
+        and theirs.body.get("order_id") not in (None, first_id),
     )
-    t.expect(
-        "every other duplicate got 409 (still in progress) with Retry-After",
-        all(r.status == 409 and int(r.headers.get("retry-after", "0")) >= 1 for r in others),
-    )
-    bob_id = str(created[0].body["order_id"]) if created else ""
+
+    bob_id = _concurrent_duplicates(app, t, bob)
 
     changed = app.post_order(order_body(alice, ("BOOK-1", 9, "12.50")), key)
     t.note(f"first key, different body              -> {changed.show()}")
@@ -483,12 +480,43 @@ def step_create_orders(app: LocalApp, t: Transcript) -> Orders:
     third = app.post_order(third_body, f"order-{run}-3")
     t.note(f"another order for {alice}       -> {third.show()}")
     t.expect("201 Created", third.status == 201)
-    _expect_atomic_commits(app, t, orders_before, orders=3)
+    _expect_atomic_commits(app, t, orders_before, orders=4)
     return Orders(
         first=(first_id, alice, Decimal("28.20")),
         concurrent=(bob_id, bob, Decimal("24.00")),
         third=(str(third.body.get("order_id", "")), alice, Decimal("40.00")),
+        other_caller=(str(theirs.body.get("order_id", "")), carol, Decimal("80.00")),
     )
+
+
+def _concurrent_duplicates(app: LocalApp, t: Transcript, bob: str) -> str:
+    """Send ten duplicates of a new order at once, then one more; return the order id."""
+    bob_body = order_body(bob, ("MUG-3", 3, "8.00"))
+    bob_key = f"order-{app.run_id}-2"
+    before = app.executions("CreateOrderFunction")
+    outcomes_before = app.decisions.outcomes(FUNCTIONS["CreateOrderFunction"][1])
+    barrier = threading.Barrier(10)
+
+    def duplicate() -> Response:
+        barrier.wait()
+        return app.post_order(bob_body, bob_key)
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        responses = list(pool.map(lambda _: duplicate(), range(10)))
+    statuses = Counter(r.status for r in responses)
+    t.note(
+        f"10 concurrent duplicates of a new request -> statuses {dict(sorted(statuses.items()))}"
+    )
+    late = app.post_order(bob_body, bob_key)
+    t.note(f"once more, after all ten answered       -> {late.show()}")
+    outcomes = app.decisions.outcomes(FUNCTIONS["CreateOrderFunction"][1]) - outcomes_before
+    t.expect("the handler ran exactly once", app.executions("CreateOrderFunction") - before == 1)
+    t.expect("exactly one order row in OrdersTable", len(app.orders_of(bob)) == 1)
+    expect_duplicates(
+        t, responses, late, replays=outcomes["REPLAYED"], refusals=outcomes["IN_PROGRESS"]
+    )
+    created = [r for r in responses if r.status == 201]
+    return str(created[0].body["order_id"]) if created else ""
 
 
 def _expect_atomic_commits(
@@ -561,15 +589,16 @@ def step_projection(app: LocalApp, t: Transcript, orders: Orders) -> None:
     kinds = Counter(record["eventName"] for record in records)
     t.note(f"read {len(records)} records from the DynamoDB Streams API: {dict(kinds)}")
     t.expect(
-        "3 orders created and 2 paid: 3 INSERT + 2 MODIFY",
-        kinds == Counter({"INSERT": 3, "MODIFY": 2}),
+        "4 orders created and 2 paid: 4 INSERT + 2 MODIFY",
+        kinds == Counter({"INSERT": 4, "MODIFY": 2}),
     )
     result = app.call("ProjectOrdersFunction", stream_event(records))
     t.expect("no batchItemFailures", result == {"batchItemFailures": []})
-    alice, bob = orders.first[1], orders.concurrent[1]
+    alice, bob, carol = orders.first[1], orders.concurrent[1], orders.other_caller[1]
     alice_totals, bob_totals = app.totals(alice), app.totals(bob)
     t.note(f"{alice}: {_show_totals(alice_totals)}")
     t.note(f"{bob}:   {_show_totals(bob_totals)}")
+    t.note(f"{carol}: {_show_totals(app.totals(carol))}")
     t.expect(
         f"{alice}: 2 orders (68.20 EUR), 1 paid (28.20 EUR)",
         alice_totals
@@ -580,6 +609,11 @@ def step_projection(app: LocalApp, t: Transcript, orders: Orders) -> None:
             "paid_count": 1,
             "paid_total_EUR": Decimal("28.20"),
         },
+    )
+    t.expect(
+        f"{carol}: 1 order (80.00 EUR), made with alice's key by another user, unpaid",
+        app.totals(carol)
+        == {"customer_id": carol, "ordered_count": 1, "ordered_total_EUR": Decimal("80.00")},
     )
     t.expect(
         f"{bob}: 1 order (24.00 EUR), paid",
@@ -623,6 +657,7 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
             f"{app.decisions.executions(prefix):>6}{app.decisions.replays(prefix):>10}"
         )
     t.note("(requests: HTTP requests, or the records in the batches)")
+    explain_answers(t, "CreateOrderFunction", app.answers)
     t.note("(a TransactWriteItems counts once on each table it writes)")
     idempotency_table = app.tables["IdempotencyTable"]
     for logical_id, name in app.tables.items():

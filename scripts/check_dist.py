@@ -2,8 +2,8 @@
 
 Usage: ``python scripts/check_dist.py DIST_DIR`` after ``python -m build --outdir DIST_DIR``.
 
-- The wheel and the sdist both ship ``LICENSE``; the wheel's metadata carries the version
-  written in ``idempotent_lambda/__init__.py``.
+- The wheel and the sdist both ship ``LICENSE``, the sdist ``CHANGELOG.md`` too; the wheel's
+  metadata carries the version written in ``idempotent_lambda/__init__.py``.
 - The wheel installs into a fresh virtual environment (no editable checkout on the path), where
   a decorated handler runs once and replays, and ``idempotent-lambda --version`` answers.
 
@@ -22,6 +22,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Files of the repository's root that the sdist must hold (MANIFEST.in adds the changelog).
+SDIST_FILES = ("LICENSE", "README.md", "CHANGELOG.md")
 
 SMOKE = """
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer, idempotent
@@ -71,9 +73,14 @@ def check_artefacts(dist: Path, version: str) -> Path:
     if f"\nVersion: {version}\n" not in text:
         raise SystemExit(f"{wheel.name} metadata does not say Version: {version}")
     with tarfile.open(sdist) as archive:
-        if f"idempotent_lambda-{version}/LICENSE" not in archive.getnames():
-            raise SystemExit(f"{sdist.name} does not ship LICENSE")
-    print(f"artefacts: {wheel.name} and {sdist.name} ship LICENSE, version {version}")
+        names = set(archive.getnames())
+    for shipped in SDIST_FILES:
+        if f"idempotent_lambda-{version}/{shipped}" not in names:
+            raise SystemExit(f"{sdist.name} does not ship {shipped}")
+    print(
+        f"artefacts: {wheel.name} ships LICENSE, {sdist.name} {', '.join(SDIST_FILES)}; "
+        f"version {version}"
+    )
     return wheel
 
 

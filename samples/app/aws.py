@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 #: The one session of this process; the local runner hooks its events to count requests.
 SESSION = boto3.session.Session()
 
+#: The folder of every function's large results: the bucket's lifecycle rule expires it.
+LARGE_RESULTS_ROOT = "idempotency/"
+
 #: The unit of ``IDEMPOTENCY_EXPIRY_DAYS``, and of the large-result bucket's lifecycle rule.
 DAY_SECONDS = 24 * 3600
 
@@ -44,18 +47,26 @@ def env(name: str) -> str:
     return value
 
 
-def idempotency_store() -> DynamoDBPersistenceLayer:
-    """Return a store on ``IDEMPOTENCY_TABLE``; it builds its clients on first use.
+def idempotency_store(key_prefix: str) -> DynamoDBPersistenceLayer:
+    """Return the store of the function whose keys start with ``key_prefix``.
 
-    Results too large for an item are offloaded to ``LARGE_RESULTS_BUCKET`` (under the store's
-    default prefix ``idempotency/``, which the template's IAM and lifecycle rule name). Without
-    the variable, such a result is the documented `IdempotencyUnstorableResultError`.
+    Records go to ``IDEMPOTENCY_TABLE``; results too large for an item to
+    ``LARGE_RESULTS_BUCKET``, under `large_result_prefix` (the only objects the template lets
+    the function read and write). Without the variable, such a result is the documented
+    `IdempotencyUnstorableResultError`. Clients are built on first use.
     """
+    bucket = os.environ.get("LARGE_RESULTS_BUCKET") or None
     return DynamoDBPersistenceLayer(
         env("IDEMPOTENCY_TABLE"),
         boto3_session=SESSION,
-        large_result_bucket=os.environ.get("LARGE_RESULTS_BUCKET") or None,
+        large_result_bucket=bucket,
+        large_result_prefix=None if bucket is None else large_result_prefix(key_prefix),
     )
+
+
+def large_result_prefix(key_prefix: str) -> str:
+    """Return where the function of ``key_prefix`` offloads: ``idempotency/<key_prefix>/``."""
+    return f"{LARGE_RESULTS_ROOT}{key_prefix}/"
 
 
 def record_expiry_seconds() -> int:

@@ -36,6 +36,9 @@ from .orders import ORDER_RETENTION_SECONDS, PENDING, order_id_for, order_view
 
 KEY_HEADER = "Idempotency-Key"
 
+#: This function's records and large results: template.yaml grants its IAM on this prefix.
+KEY_PREFIX = "orders.create_order"
+
 
 class OrderLine(BaseModel):
     """One line of an order."""
@@ -65,10 +68,10 @@ class CreateOrderRequest(BaseModel):
 @logger.inject_lambda_context
 @metrics.log_metrics
 @idempotent_http(
-    persistence_store=idempotency_store(),
+    persistence_store=idempotency_store(KEY_PREFIX),
     config=idempotency_config(expires_after_seconds=record_expiry_seconds()),
     header_name=KEY_HEADER,
-    key_prefix="orders.create_order",
+    key_prefix=KEY_PREFIX,
 )
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Validate the order, queue its write, answer 201 with its id (or 400)."""

@@ -24,6 +24,9 @@ from .aws import idempotency_store, orders_table, record_expiry_seconds
 from .observability import idempotency_config, logger, metrics
 from .orders import PAID, PENDING, money
 
+#: This function's records and large results: template.yaml grants its IAM on this prefix.
+KEY_PREFIX = "orders.process_payment"
+
 
 class PaymentError(Exception):
     """The payment cannot be applied; the message is reported failed and retried."""
@@ -63,14 +66,14 @@ class Payment:
 @logger.inject_lambda_context
 @metrics.log_metrics
 @idempotent_sqs_handler(
-    persistence_store=idempotency_store(),
+    persistence_store=idempotency_store(KEY_PREFIX),
     config=idempotency_config(
         event_key_jmespath="powertools_json(body).payment_id",
         payload_validation_jmespath="powertools_json(body).[order_id, amount]",
         raise_on_no_idempotency_key=True,
         expires_after_seconds=record_expiry_seconds(),
     ),
-    key_prefix="orders.process_payment",
+    key_prefix=KEY_PREFIX,
 )
 def handler(record: SQSRecord, context: Any) -> dict[str, Any]:
     """Mark the payment's order PAID (conditional on its version); return what was done."""

@@ -25,6 +25,9 @@ from .aws import customer_totals_table, idempotency_store, record_expiry_seconds
 from .observability import idempotency_config, logger, metrics
 from .orders import PAID
 
+#: This function's records and large results: template.yaml grants its IAM on this prefix.
+KEY_PREFIX = "orders.project_orders"
+
 
 def totals_delta(record: DynamoDBStreamRecord) -> dict[str, Decimal]:
     """Return what one change of an order adds to its customer's totals (empty: nothing).
@@ -58,11 +61,11 @@ def totals_delta(record: DynamoDBStreamRecord) -> dict[str, Decimal]:
 @logger.inject_lambda_context
 @metrics.log_metrics
 @idempotent_stream_handler(
-    persistence_store=idempotency_store(),
+    persistence_store=idempotency_store(KEY_PREFIX),
     # At least a day (IdempotencyExpiryDays >= 1), longer than the mapping's
     # MaximumRecordAgeInSeconds (6 h): every re-delivery is caught.
     config=idempotency_config(expires_after_seconds=record_expiry_seconds()),
-    key_prefix="orders.project_orders",
+    key_prefix=KEY_PREFIX,
 )
 def handler(record: DynamoDBStreamRecord, context: Any) -> dict[str, Any]:
     """Add one order change to its customer's totals item."""

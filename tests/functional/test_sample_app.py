@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from samples.answers import expect_duplicates, explain_answers
 from samples.app.orders import order_id_for
 from samples.demo import main
 from samples.local_stack import (
@@ -23,7 +24,10 @@ from samples.local_stack import (
     table_definitions,
 )
 from samples.scenario import (
+    CALLER,
+    OTHER_CALLER,
     LocalApp,
+    Response,
     Transcript,
     order_body,
     run_scenario,
@@ -68,7 +72,7 @@ def test_order_id_is_derived_from_the_idempotency_key(app: LocalApp) -> None:
     key = f"key-{app.run_id}"
     response = app.post_order(order_body(f"carol-{app.run_id}", ("BOOK-1", 1, "9.99")), key)
     assert 201 == response.status
-    assert order_id_for(key, None) == response.body["order_id"]
+    assert order_id_for(key, CALLER) == response.body["order_id"]
     assert f"/orders/{response.body['order_id']}" == response.headers["location"]
 
 
@@ -119,7 +123,7 @@ def test_a_failed_commit_leaves_neither_order_nor_record(app: LocalApp) -> None:
     """An order that cannot be written (its id taken) is not created, and no 201 is stored."""
     customer = f"hank-{app.run_id}"
     key = f"taken-{app.run_id}"
-    order_id = order_id_for(key, None)
+    order_id = order_id_for(key, CALLER)
     app.dynamodb.put_item(
         TableName=app.tables["OrdersTable"],
         Item={"order_id": {"S": order_id}, "customer_id": {"S": "someone-else"}},
@@ -262,20 +266,22 @@ def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -
     """A result too large for an item goes to the template's bucket; the retry reads it back.
 
     The function uses the store the sample's handlers use (`samples.app.aws`), so this is the
-    deployed wiring: LARGE_RESULTS_BUCKET from the template, objects under ``idempotency/``.
-    First call: 2 requests on the idempotency table and 1 PutObject; retry: 1 and 1 GetObject.
+    deployed wiring: LARGE_RESULTS_BUCKET from the template, objects under
+    ``idempotency/<key_prefix>/`` (the prefix its IAM grants). First call: 2 requests on the
+    idempotency table and 1 PutObject; retry: 1 and 1 GetObject.
     """
     from idempotent_lambda import IdempotencyConfig, idempotent_function
     from samples.app.aws import idempotency_store, record_expiry_seconds
 
     bucket, table = app.buckets["LargeResultsBucket"], app.tables["IdempotencyTable"]
     runs: list[dict[str, Any]] = []
+    prefix = f"orders.export.{app.run_id}"
 
     @idempotent_function(
         data_keyword_argument="request",
-        persistence_store=idempotency_store(),
+        persistence_store=idempotency_store(prefix),
         config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
-        key_prefix=f"orders.export.{app.run_id}",
+        key_prefix=prefix,
     )
     def export(request: dict[str, Any]) -> str:
         runs.append(request)
@@ -294,7 +300,8 @@ def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -
     assert first == again
     assert 1 == len(runs)
     objects = app.s3.list_objects_v2(Bucket=bucket, Prefix="idempotency/")["Contents"]
-    (stored,) = [o for o in objects if f"orders.export.{app.run_id}" in o["Key"]]
+    (stored,) = [o for o in objects if prefix in o["Key"]]
+    assert stored["Key"].startswith(f"idempotency/{prefix}/{prefix}%23")
     (item,) = [
         i
         for i in app.dynamodb.scan(TableName=table)["Items"]
@@ -379,3 +386,98 @@ def test_totals_are_decimal_exact(app: LocalApp) -> None:
     app.call("ProjectOrdersFunction", stream_event(records))
 
     assert Decimal("0.30") == app.totals(customer)["ordered_total_EUR"]
+
+
+# ------------------------------------------------------------------- the demo's own accounting
+
+
+def answer(status: int, *, replayed: bool = False, title: str | None = None) -> Response:
+    """Return a CreateOrder answer as the demo reads it."""
+    headers = {"idempotent-replayed": "true"} if replayed else {}
+    if status == 409:
+        headers["retry-after"] = "1"
+    body: Any = {"order_id": "ord_1"} if title is None else {"title": title, "status": status}
+    return Response(status, headers, body)
+
+
+OUTSTANDING_TITLE = "A request is outstanding for this Idempotency-Key"
+
+
+def test_a_single_201_does_not_pass_the_replay_check() -> None:
+    """One 201 and nine 409s, with no replay anywhere, fail: the check counts replays."""
+    t, lines = transcript()
+    refused = [answer(409, title=OUTSTANDING_TITLE) for _ in range(9)]
+
+    expect_duplicates(
+        t, [answer(201), *refused], answer(409, title=OUTSTANDING_TITLE), replays=0, refusals=10
+    )
+
+    assert any("replays" in failure for failure in t.failures), "\n".join(lines)
+
+
+def test_replayed_201s_must_match_the_library_replays() -> None:
+    """Replayed answers the library did not decide (or 409s it did not refuse) fail the check."""
+    t, _ = transcript()
+    refused = [answer(409, title=OUTSTANDING_TITLE) for _ in range(8)]
+    concurrent = [answer(201), answer(201, replayed=True), *refused]
+
+    expect_duplicates(t, concurrent, answer(201, replayed=True), replays=1, refusals=7)
+
+    assert 2 == len(t.failures), t.failures  # 2 replays against 1 decision; 8 409s against 7
+
+
+def test_the_duplicate_check_passes_when_every_answer_is_accounted_for() -> None:
+    """One fresh 201, the replays and the 409s all matching the decisions: no failure."""
+    t, lines = transcript()
+    refused = [answer(409, title=OUTSTANDING_TITLE) for _ in range(8)]
+    concurrent = [answer(201), answer(201, replayed=True), *refused]
+
+    expect_duplicates(t, concurrent, answer(201, replayed=True), replays=2, refusals=8)
+
+    assert [] == t.failures, "\n".join(lines)
+
+
+def test_the_summary_explains_every_answer(app: LocalApp) -> None:
+    """The summary names the 409s, the 422 and both 400s, with what each means.
+
+    (The session's app has served other tests too: only this account is checked here; the
+    scenario's own checks pass in `test_demo_scenario_passes_every_check`.)
+    """
+    t, lines = transcript()
+    run_scenario(app, t)
+    summary = lines[next(i for i, line in enumerate(lines) if "4. Summary" in line) :]
+    text = "\n".join(summary)
+
+    for status, meaning in [
+        (409, "the same key still running"),
+        (422, "the key reused with another body"),
+        (400, "no Idempotency-Key"),
+        (400, "an invalid body"),
+        (201, "a new order"),
+        (201, "replayed"),
+    ]:
+        assert any(f"{status} x" in line and meaning in line for line in summary), text
+    assert any("[ok] every answer is explained" in line for line in summary), text
+
+
+def test_an_answer_the_demo_cannot_explain_fails_the_summary() -> None:
+    """An answer of no known kind is listed and fails the summary's check."""
+    t, lines = transcript()
+
+    explain_answers(t, "CreateOrderFunction", [answer(201), answer(503, title="Unavailable")])
+
+    assert 1 == len(t.failures), lines
+    assert any("not explained: [503]" in line for line in lines), lines
+
+
+def test_the_same_key_from_another_caller_is_another_order(app: LocalApp) -> None:
+    """Keys are scoped by the JWT ``sub``: another user's request with the key is its own."""
+    key = f"shared-{app.run_id}"
+    mine = app.post_order(order_body(f"kim-{app.run_id}", ("BOOK-1", 1, "9.99")), key)
+    theirs = app.post_order(
+        order_body(f"lee-{app.run_id}", ("BOOK-1", 1, "9.99")), key, caller=OTHER_CALLER
+    )
+
+    assert (201, 201) == (mine.status, theirs.status)
+    assert "idempotent-replayed" not in theirs.headers
+    assert order_id_for(key, OTHER_CALLER) == theirs.body["order_id"] != mine.body["order_id"]

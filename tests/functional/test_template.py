@@ -39,12 +39,11 @@ CLIENT_METHOD_ACTIONS = {
 }
 APP = ROOT / "samples" / "app"
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
-#: The store's default ``large_result_prefix`` (the sample passes none).
+#: The lifecycle rule's folder; each function offloads under ``idempotency/<key_prefix>/``.
 LARGE_RESULT_PREFIX = "idempotency/"
 #: Batch handlers also read all of a batch's keys at once.
 BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction"}
 LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
-LARGE_RESULT_OBJECTS = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + LARGE_RESULT_PREFIX + "*"}
 EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
 
@@ -96,18 +95,26 @@ def test_loader_reads_short_tags() -> None:
 
 
 def key_prefix_in(handler: str) -> str:
-    """Return the ``key_prefix=`` literal given to the adapter in ``app.<module>.handler``."""
+    """Return the ``KEY_PREFIX`` of ``app.<module>.handler``, checked to be what it passes.
+
+    The module's adapter gets ``key_prefix=KEY_PREFIX`` and its store is
+    ``idempotency_store(KEY_PREFIX)`` (which offloads under that prefix too).
+    """
     module = handler.removeprefix("app.").removesuffix(".handler")
     tree = ast.parse((APP / f"{module}.py").read_text(encoding="utf-8"))
-    found = [
-        keyword.value.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        for keyword in node.keywords
-        if keyword.arg == "key_prefix" and isinstance(keyword.value, ast.Constant)
+    (value,) = [
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [ast.unparse(target) for target in node.targets] == ["KEY_PREFIX"]
+        and isinstance(node.value, ast.Constant)
     ]
-    assert 1 == len(found), module
-    return str(found[0])
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    passed = [k.value for c in calls for k in c.keywords if k.arg == "key_prefix"]
+    assert ["KEY_PREFIX"] == [ast.unparse(v) for v in passed], module
+    stores = [ast.unparse(c) for c in calls if ast.unparse(c.func) == "idempotency_store"]
+    assert ["idempotency_store(KEY_PREFIX)"] == stores, module
+    return str(value)
 
 
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
@@ -142,9 +149,9 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     Left out: the operator tools' modules (table creation, the CLI's scans and deletes), which
     run with an operator's credentials, never in a function; and the Redis client adapter.
     """
-    not_dynamodb_runtime = {"_operator.py", "_redis_client.py"}
+    not_dynamodb_runtime = {"_dynamodb_table.py", "_dynamodb_operator.py", "_redis_client.py"}
     called: set[str] = set()
-    for path in (ROOT / "idempotent_lambda" / "persistence").rglob("*.py"):
+    for path in (ROOT / "idempotent_lambda" / "persistence").glob("*.py"):
         if path.name in not_dynamodb_runtime:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -213,14 +220,17 @@ def test_runtime_is_a_current_python(template: dict[str, Any]) -> None:
 
 
 def test_library_ships_as_a_layer_on_every_function(template: dict[str, Any]) -> None:
-    """The IdempotencyLayer (built from this repository's package) reaches every function."""
+    """The IdempotencyLayer (idempotent-lambda, installed as a requirement) reaches every function.
+
+    How it is built: tests/functional/test_sample_copy.py.
+    """
     layers = template["Globals"]["Function"]["Layers"]
     assert {"Ref": "IdempotencyLayer"} in layers
     layer = template["Resources"]["IdempotencyLayer"]
     assert "makefile" == layer["Metadata"]["BuildMethod"]
-    makefile = (ROOT / layer["Properties"]["ContentUri"] / "Makefile").read_text()
-    assert "build-IdempotencyLayer:" in makefile
-    assert "/idempotent_lambda" in makefile
+    folder = ROOT / layer["Properties"]["ContentUri"]
+    assert "build-IdempotencyLayer:" in (folder / "Makefile").read_text()
+    assert "idempotent-lambda==" in (folder / "requirements.txt").read_text()
 
 
 def test_dependencies_layer_targets_the_functions_runtime_and_architecture(
@@ -292,11 +302,11 @@ def test_outputs_name_the_large_results_bucket(template: dict[str, Any]) -> None
 # ----------------------------------------------------------------------------- large results
 
 
-def test_the_store_prefix_is_the_one_the_template_names() -> None:
-    """IAM and the lifecycle rule name ``idempotency/``: the store's default prefix."""
-    from idempotent_lambda.persistence.dynamodb._s3 import DEFAULT_PREFIX
-
-    assert LARGE_RESULT_PREFIX == DEFAULT_PREFIX
+def test_every_function_offloads_under_its_own_prefix_of_the_lifecycle_folder() -> None:
+    """The app's stores offload under ``idempotency/<key_prefix>/``: the rule's folder, per key."""
+    aws = _sample_aws_module()
+    assert LARGE_RESULT_PREFIX == aws.LARGE_RESULTS_ROOT
+    assert "idempotency/orders.create_order/" == aws.large_result_prefix("orders.create_order")
 
 
 def test_large_results_bucket_is_encrypted_private_and_owner_enforced(
@@ -395,16 +405,22 @@ def test_the_app_derives_the_record_expiry_from_the_template(
     assert 3 == configs
 
 
-def test_functions_may_only_put_and_get_large_results_under_the_prefix(
+def test_functions_may_only_put_and_get_large_results_under_their_own_prefix(
     template: dict[str, Any],
 ) -> None:
-    """Each function: s3:PutObject and s3:GetObject on ``<bucket>/idempotency/*``, no more.
+    """Each function: s3:PutObject and s3:GetObject on ``<bucket>/idempotency/<key_prefix>/*``.
 
-    No ListBucket, DeleteObject or bucket-level action, no other S3 statement, no condition.
+    The prefix is the function's own key prefix, where its store offloads: no function can read
+    or overwrite another's results. No ListBucket, DeleteObject or bucket-level action, no other
+    S3 statement, no condition.
     """
+    aws = _sample_aws_module()
     functions = resources(template, "AWS::Serverless::Function")
     assert functions
+    granted = set()
     for name, function in functions.items():
+        prefix = aws.large_result_prefix(key_prefix_in(function["Handler"]))
+        objects = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + prefix + "*"}
         on_s3 = [
             s
             for s in statements(function)
@@ -415,8 +431,10 @@ def test_functions_may_only_put_and_get_large_results_under_the_prefix(
         statement = on_s3[0]
         assert "Allow" == statement["Effect"]
         assert LARGE_RESULT_ACTIONS == sorted(as_list(statement["Action"])), name
-        assert LARGE_RESULT_OBJECTS == statement["Resource"], name
+        assert objects == statement["Resource"], name
         assert not {"Condition", "NotAction", "NotResource"} & set(statement), name
+        granted.add(prefix)
+    assert len(functions) == len(granted)
 
 
 def test_large_results_bucket_reaches_the_functions_through_the_environment(
@@ -426,7 +444,8 @@ def test_large_results_bucket_reaches_the_functions_through_the_environment(
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert {"Ref": "LargeResultsBucket"} == variables["LARGE_RESULTS_BUCKET"]
     source = (ROOT / "samples" / "app" / "aws.py").read_text(encoding="utf-8")
-    assert 'large_result_bucket=os.environ.get("LARGE_RESULTS_BUCKET") or None' in source
+    assert 'bucket = os.environ.get("LARGE_RESULTS_BUCKET") or None' in source
+    assert "large_result_bucket=bucket," in source
 
 
 def alarms_on(template: dict[str, Any], namespace: Any, metric: str) -> list[dict[str, Any]]:
@@ -565,3 +584,53 @@ def test_stream_filter_drops_only_ttl_removals(template: dict[str, Any]) -> None
     ]
     for record, delivered in cases:
         assert delivered == any(matches(p, record) for p in patterns), record
+
+
+# ------------------------------------------------------------------------------------ callers
+
+
+def test_the_orders_api_requires_an_access_token_of_the_stack_user_pool(
+    template: dict[str, Any],
+) -> None:
+    """Every route of OrdersApi has a JWT authorizer on OrdersUserPool's OrdersApiClient.
+
+    The claims it passes (``requestContext.authorizer.jwt.claims``) carry the ``sub`` that
+    idempotent_http scopes keys by, so two users never share a key.
+    """
+    api = resources(template, "AWS::Serverless::HttpApi")["OrdersApi"]
+    auth = api["Auth"]
+    (name,) = auth["Authorizers"]
+    assert name == auth["DefaultAuthorizer"]
+    authorizer = auth["Authorizers"][name]
+    assert "$request.header.Authorization" == authorizer["IdentitySource"]
+    assert {
+        "issuer": {"Fn::Sub": "https://cognito-idp.${AWS::Region}.amazonaws.com/${OrdersUserPool}"},
+        "audience": [{"Ref": "OrdersApiClient"}],
+    } == authorizer["JwtConfiguration"]
+    client = resources(template, "AWS::Cognito::UserPoolClient")["OrdersApiClient"]
+    assert {"Ref": "OrdersUserPool"} == client["UserPoolId"]
+    for function in resources(template, "AWS::Serverless::Function").values():
+        for event in function.get("Events", {}).values():
+            assert {"Ref": "OrdersApi"} == event["Properties"]["ApiId"]
+            assert "Auth" not in event["Properties"]  # no route opts out of the default
+
+
+def test_the_sample_reads_the_caller_where_the_authorizer_puts_it() -> None:
+    """CreateOrder's order ids and the adapter's scope both come from the JWT's ``sub``."""
+    from idempotent_lambda.adapters._http_caller import platform_caller
+
+    event = {"requestContext": {"authorizer": {"jwt": {"claims": {"sub": "u-1"}, "scopes": None}}}}
+    assert ("jwt", "u-1") == platform_caller(event)
+    source = (APP / "create_order.py").read_text(encoding="utf-8")
+    assert 'get("authorizer", {}).get("jwt", {}).get("claims", {})' in source
+
+
+def test_the_user_pool_is_retained_and_admin_managed(template: dict[str, Any]) -> None:
+    """Users are state: kept with the stack gone; nobody signs up by themselves."""
+    pool = template["Resources"]["OrdersUserPool"]
+    assert ("Retain", "Retain") == (pool["DeletionPolicy"], pool["UpdateReplacePolicy"])
+    assert "ACTIVE" == pool["Properties"]["DeletionProtection"]
+    assert pool["Properties"]["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True
+    client = resources(template, "AWS::Cognito::UserPoolClient")["OrdersApiClient"]
+    assert client["GenerateSecret"] is False
+    assert "ALLOW_USER_PASSWORD_AUTH" not in client["ExplicitAuthFlows"]

@@ -1,0 +1,128 @@
+import os
+
+import aws_cdk as cdk
+from aws_cdk import aws_apigatewayv2 as apigw
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+from idempotent_lambda_cdk import IdempotencyTable
+
+EXPIRY = cdk.Duration.days(1)  # the functions' expires_after_seconds
+
+
+class OrdersStack(cdk.Stack):
+    """The sample's CreateOrder (HTTP API, JWT) and ProcessPayment (SQS), on one idempotency table.
+
+    `bundle` is a folder with the handlers (the `app` package of samples/) and their
+    requirements, idempotent-lambda included (built as the CDK page of the docs shows).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, bundle: str, **kwargs) -> None:
+        super().__init__(scope, id, **kwargs)
+        idempotency = IdempotencyTable(
+            self, "Idempotency", large_results=True, record_expiry=EXPIRY
+        )
+        orders = dynamodb.TableV2(
+            self,
+            "Orders",
+            partition_key=dynamodb.Attribute(name="order_id", type=dynamodb.AttributeType.STRING),
+            dynamo_stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        code = lambda_.Code.from_asset(bundle)
+
+        def function(name: str, handler: str, key_prefix: str) -> lambda_.Function:
+            return lambda_.Function(
+                self,
+                name,
+                runtime=lambda_.Runtime.PYTHON_3_13,
+                architecture=lambda_.Architecture.ARM_64,
+                handler=handler,
+                code=code,
+                timeout=cdk.Duration.seconds(10),
+                memory_size=256,
+                # samples/app/aws.py's store offloads under large_result_prefix(key_prefix),
+                # idempotency/<key_prefix>/: the objects grant_idempotency covers.
+                environment={
+                    "IDEMPOTENCY_TABLE": idempotency.table.table_name,
+                    "LARGE_RESULTS_BUCKET": idempotency.bucket.bucket_name,
+                    "IDEMPOTENCY_EXPIRY_DAYS": str(int(EXPIRY.to_days())),
+                    "ORDERS_TABLE": orders.table_name,
+                    "POWERTOOLS_SERVICE_NAME": "orders",
+                    "POWERTOOLS_METRICS_NAMESPACE": "IdempotentOrders",
+                },
+            )
+
+        # Each function: its own records and large results, nothing else of the table.
+        create_order = function("CreateOrder", "app.create_order.handler", "orders.create_order")
+        idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")
+        orders.grant(create_order, "dynamodb:PutItem")  # the order's Put in the transaction
+
+        process_payment = function(
+            "ProcessPayment", "app.process_payment.handler", "orders.process_payment"
+        )
+        idempotency.grant_idempotency(
+            process_payment, key_prefix="orders.process_payment", batch=True
+        )
+        orders.grant(process_payment, "dynamodb:GetItem", "dynamodb:UpdateItem")
+
+        # Callers sign in to this pool; the API accepts its access tokens only, so every request
+        # has a caller (the JWT's sub), by which idempotent_http scopes the keys.
+        users = cognito.UserPool(
+            self,
+            "Users",
+            self_sign_up_enabled=False,
+            sign_in_aliases=cognito.SignInAliases(email=True),
+            deletion_protection=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        client = users.add_client("ApiClient", auth_flows=cognito.AuthFlow(user_srp=True))
+        api = apigw.HttpApi(self, "Api")
+        api.add_routes(
+            path="/orders",
+            methods=[apigw.HttpMethod.POST],
+            integration=integrations.HttpLambdaIntegration("CreateOrder", create_order),
+            authorizer=authorizers.HttpUserPoolAuthorizer(
+                "Users", users, user_pool_clients=[client]
+            ),
+        )
+
+        dead_letters = sqs.Queue(
+            self, "PaymentsDeadLetters", retention_period=cdk.Duration.days(14)
+        )
+        payments = sqs.Queue(
+            self,
+            "Payments",
+            visibility_timeout=cdk.Duration.seconds(90),  # > 6 x the timeout + the window
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=dead_letters),
+            enforce_ssl=True,
+        )
+        process_payment.add_event_source(
+            event_sources.SqsEventSource(
+                payments,
+                batch_size=10,
+                max_batching_window=cdk.Duration.seconds(1),
+                report_batch_item_failures=True,
+                max_concurrency=5,
+            )
+        )
+
+
+def build(app: cdk.App, bundle: str) -> OrdersStack:
+    """Add the stack to `app`."""
+    return OrdersStack(app, "IdempotentOrders", bundle=bundle)
+
+
+if __name__ == "__main__":  # cdk deploy --app "python examples/cdk/app.py"
+    app = cdk.App()
+    build(app, os.environ.get("ORDERS_BUNDLE", "build/bundle"))
+    app.synth()
