@@ -617,7 +617,7 @@ def test_the_orders_api_requires_an_access_token_of_the_stack_user_pool(
 
 def test_the_sample_reads_the_caller_where_the_authorizer_puts_it() -> None:
     """CreateOrder's order ids and the adapter's scope both come from the JWT's ``sub``."""
-    from idempotent_lambda.adapters._http_caller import platform_caller
+    from idempotent_lambda.adapters._http_identity import platform_caller
 
     event = {"requestContext": {"authorizer": {"jwt": {"claims": {"sub": "u-1"}, "scopes": None}}}}
     assert ("jwt", "u-1") == platform_caller(event)
