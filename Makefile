@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check
+.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -46,10 +46,24 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict idempotent_lambda
 
-test: lint typecheck docs-check package-check
+test: lint typecheck docs-check package-check dynalite
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
+
+# dynalite (npm), a DynamoDB engine independent of moto: the store contract suite runs on it too
+# (tests/integration/_dynalite.py). Installed once per version into .cache/; without npm, or if
+# the install fails, its tests skip and say so.
+DYNALITE_VERSION := 4.0.0
+DYNALITE_STAMP := .cache/dynalite/.installed-$(DYNALITE_VERSION)
+
+dynalite: $(DYNALITE_STAMP)
+
+$(DYNALITE_STAMP):
+	@if ! command -v npm >/dev/null; then echo "npm not found: the dynalite tests will skip" >&2; \
+	elif npm install --prefix .cache/dynalite --no-save --no-audit --no-fund --loglevel=error \
+		dynalite@$(DYNALITE_VERSION); then touch $@; \
+	else echo "dynalite could not be installed: its tests will skip" >&2; fi
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
@@ -118,4 +132,4 @@ template-check: $(SAM_STAMP)
 	then echo "sam build: Build Succeeded"; else cat "$$build/log"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .venv-py3.* .venv-sam .coverage .mypy_cache .ruff_cache build dist site *.egg-info
+	rm -rf $(VENV) .venv-py3.* .venv-sam .cache .coverage .mypy_cache .ruff_cache build dist site *.egg-info

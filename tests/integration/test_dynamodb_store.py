@@ -305,11 +305,12 @@ def test_failed_claim_without_returned_item_reads_the_blocking_record(
 def test_failed_claim_with_nothing_to_read_raises_persistence_error(
     dynamodb_client: DynamoDBClient,
 ) -> None:
-    """A failed condition with no record to be found is a persistence error, not a claim."""
+    """A failed condition with no record to be found, twice, is a persistence error."""
     store = DynamoDBPersistenceLayer("any-table", boto3_client=dynamodb_client)
     with Stubber(dynamodb_client) as stubber:
-        stubber.add_client_error("put_item", "ConditionalCheckFailedException")
-        stubber.add_response("get_item", {})
+        for _ in range(2):  # a record gone since the condition failed: the claim is sent again
+            stubber.add_client_error("put_item", "ConditionalCheckFailedException")
+            stubber.add_response("get_item", {})
         with pytest.raises(IdempotencyPersistenceLayerError) as raised:
             store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS)
     assert isinstance(raised.value.__cause__, ClientError)
