@@ -31,6 +31,7 @@ from tests.integration._redis_server import (  # noqa: F401 - fixtures
     redis_port,
     redis_store,
     redis_tls,
+    redis_tls_cluster,
 )
 
 if TYPE_CHECKING:
