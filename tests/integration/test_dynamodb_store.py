@@ -236,7 +236,10 @@ def test_missing_table_raises_persistence_error(
 def test_missing_credentials_raise_persistence_error(
     monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str
 ) -> None:
-    """No credentials anywhere becomes a persistence error caused by NoCredentialsError."""
+    """No credentials anywhere becomes a persistence error caused by NoCredentialsError.
+
+    It is the configuration error of test_aws_client_configuration.py, which names the fix.
+    """
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
@@ -248,8 +251,8 @@ def test_missing_credentials_raise_persistence_error(
     store = DynamoDBPersistenceLayer("any-table")
     with pytest.raises(IdempotencyPersistenceLayerError) as raised:
         store.get(KEY)
-    expected = "DynamoDB GetItem failed: NoCredentialsError"
-    assert expected == str(raised.value)
+    expected = "DynamoDB GetItem: no complete AWS credentials (Unable to locate credentials)"
+    assert expected == str(raised.value).partition(";")[0]
     assert isinstance(raised.value.__cause__, NoCredentialsError)
 
 
