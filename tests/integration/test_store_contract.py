@@ -29,6 +29,7 @@ from idempotent_lambda.persistence.base import (
 )
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
+from idempotent_lambda.persistence.protocol import store_for_format
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 NOW_MS = 4_000_000_000_500
@@ -269,15 +270,23 @@ def test_release_of_missing_record_fails(store: PersistenceStore) -> None:
     assert not store.release(KEY, "owner-a")
 
 
-def test_release_of_a_never_written_key_leaves_no_trace(store: PersistenceStore) -> None:
+@pytest.mark.parametrize("record_format", ["native", "powertools"])
+def test_release_of_a_never_written_key_leaves_no_trace(
+    store: PersistenceStore, record_format: str
+) -> None:
     """A fenced release of a claim that never reached the store is harmless: no error, no record,
     and the next claim finds the key free (the undo of a claim whose reply was lost)."""
+    store = store_for_format(store, record_format)
     assert (False, None) == (store.release(KEY, "owner-a"), store.get(KEY))
     assert ClaimOutcome(claimed=True, previous=None) == claim(store, in_progress("owner-b"))
 
 
-def test_release_with_another_owner_leaves_the_live_record(store: PersistenceStore) -> None:
+@pytest.mark.parametrize("record_format", ["native", "powertools"])
+def test_release_with_another_owner_leaves_the_live_record(
+    store: PersistenceStore, record_format: str
+) -> None:
     """A release fenced on an owner that does not hold the live claim fails and changes nothing."""
+    store = store_for_format(store, record_format)
     holder = in_progress("owner-a")
     claim(store, holder)
     assert not store.release(KEY, "owner-b")
