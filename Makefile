@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check
+.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -48,10 +48,24 @@ typecheck: $(STAMP)
 
 # SAMPLE_COPY_SAM: tests/functional/test_sample_copy.py builds a copy of the sample stack with
 # this sam (template-check installed it) instead of skipping for want of one.
-test: lint typecheck docs-check package-check
+test: lint typecheck docs-check package-check dynalite template-check cdk-check
 	$(BIN)/coverage erase
 	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
+
+# dynalite (npm), a DynamoDB engine independent of moto: the store contract suite runs on it too
+# (tests/integration/_dynalite.py). Installed once per version into .cache/; without npm, or if
+# the install fails, its tests skip and say so.
+DYNALITE_VERSION := 4.0.0
+DYNALITE_STAMP := .cache/dynalite/.installed-$(DYNALITE_VERSION)
+
+dynalite: $(DYNALITE_STAMP)
+
+$(DYNALITE_STAMP):
+	@if ! command -v npm >/dev/null; then echo "npm not found: the dynalite tests will skip" >&2; \
+	elif npm install --prefix .cache/dynalite --no-save --no-audit --no-fund --loglevel=error \
+		dynalite@$(DYNALITE_VERSION); then touch $@; \
+	else echo "dynalite could not be installed: its tests will skip" >&2; fi
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
@@ -110,7 +124,6 @@ SAM_ENV := SAM_CLI_TELEMETRY=0 AWS_EC2_METADATA_DISABLED=true AWS_REGION=us-east
 	AWS_DEFAULT_REGION=us-east-1 PATH="$(CURDIR)/$(SAM_VENV)/bin:$$PATH"
 
 .PHONY: template-check
-test: template-check
 
 $(SAM_STAMP): samples/requirements-sam.txt
 	$(PYTHON) -m venv $(SAM_VENV)
@@ -132,7 +145,6 @@ CDK_VENV := .venv-cdk
 CDK_STAMP := $(CDK_VENV)/.installed
 
 .PHONY: cdk-check
-test: cdk-check
 
 $(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml
 	$(PYTHON) -m venv $(CDK_VENV)
@@ -145,4 +157,5 @@ cdk-check: $(CDK_STAMP)
 	cd cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 ../$(CDK_VENV)/bin/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .venv-py3.* .venv-sam .venv-cdk .coverage .mypy_cache .ruff_cache build dist site *.egg-info
+	rm -rf $(VENV) .venv-py3.* .venv-sam .venv-cdk .cache .coverage .mypy_cache .ruff_cache build \
+		dist site *.egg-info

@@ -5,9 +5,12 @@ so the client defaults and the error mapping exist once. boto3 is imported only 
 first built, never at import time.
 
 Errors: `translate_errors` is the single boundary. Any botocore/boto3 failure raised inside it
-(throttling, missing table or bucket, timeouts, connection and credential errors) becomes
+(throttling, missing table or bucket, timeouts, connection errors) becomes
 `IdempotencyPersistenceLayerError` naming the service, the operation and the error code, with the
-original as ``__cause__``. Our own errors and everything else pass through unchanged.
+original as ``__cause__``. A client that cannot work as configured (no region, no credentials,
+an endpoint URL that is not one) is `IdempotencyPersistenceConfigError` instead, naming the fix,
+whether it shows when `LazyClient` builds the client or at the request. Our own errors and
+everything else pass through unchanged.
 """
 
 from __future__ import annotations
@@ -17,13 +20,20 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
+from idempotent_lambda.exceptions import (
+    IdempotencyError,
+    IdempotencyPersistenceConfigError,
+    IdempotencyPersistenceLayerError,
+)
 
 if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
 ClientT = TypeVar("ClientT")
+
+#: How the messages name each service.
+SERVICE_NAMES: Mapping[str, str] = {"dynamodb": "DynamoDB", "s3": "S3"}
 
 #: Bounded retries and timeouts that fit inside a Lambda invocation.
 _COMMON: Mapping[str, Any] = {
@@ -102,14 +112,16 @@ class LazyClient(Generic[ClientT]):
         return self._client is not None
 
     def get(self) -> ClientT:
-        """Return the client, building it on the first call."""
+        """Return the client, building it on the first call.
+
+        Raises:
+            IdempotencyPersistenceConfigError: The client cannot be built as configured.
+        """
         client = self._client
         if client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = build_client(
-                        self.service, self._session, self._boto_config, self._defaults
-                    )
+                    self._client = self._build()
                 client = self._client
         return client
 
@@ -117,6 +129,25 @@ class LazyClient(Generic[ClientT]):
         """Replace the client for every later request (a test's stub or a local endpoint)."""
         with self._lock:
             self._client = client
+
+    def _build(self) -> ClientT:
+        service = SERVICE_NAMES.get(self.service, self.service)
+        try:
+            client: ClientT = build_client(
+                self.service, self._session, self._boto_config, self._defaults
+            )
+        except Exception as exc:
+            error = config_error(f"{service} client", exc)
+            if error is None and str(exc).startswith("Invalid endpoint"):  # botocore's ValueError
+                variable = f"AWS_ENDPOINT_URL_{self.service.upper()}"
+                error = IdempotencyPersistenceConfigError(
+                    f"{service} client: the endpoint URL is not a URL; set {variable} (or"
+                    " AWS_ENDPOINT_URL) to one such as http://127.0.0.1:8000, or unset it"
+                )
+            if error is None:
+                raise
+            raise error from exc
+        return client
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -133,9 +164,40 @@ def error_code(exc: BaseException) -> str | None:
     return None
 
 
+def config_error(what: str, exc: BaseException) -> IdempotencyPersistenceConfigError | None:
+    """Return the configuration error that botocore's ``exc`` means, naming the fix; None when
+    ``exc`` is not one. ``what`` failed, for the message (``"DynamoDB GetItem"``)."""
+    try:
+        from botocore import exceptions as boto
+    except ImportError:  # pragma: no cover - boto3 is a dependency
+        return None
+    if isinstance(exc, boto.NoRegionError):
+        fix = (
+            "no AWS region is configured; set AWS_DEFAULT_REGION (Lambda sets it), or pass"
+            " boto_config=Config(region_name=...)"
+        )
+    elif isinstance(exc, boto.InvalidRegionError):
+        fix = (
+            "the AWS region is not a region name; set AWS_DEFAULT_REGION or"
+            " boto_config=Config(region_name=...) to one such as us-east-1"
+        )
+    elif isinstance(exc, (boto.NoCredentialsError, boto.PartialCredentialsError)):
+        fix = (
+            f"no complete AWS credentials ({exc}); give the function an execution role, set"
+            " AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or pass boto3_session"
+        )
+    elif isinstance(exc, boto.ProfileNotFound):
+        fix = f"{exc}; set AWS_PROFILE to a profile of the AWS config files, or unset it"
+    else:
+        return None
+    return IdempotencyPersistenceConfigError(f"{what}: {fix}")
+
+
 @contextmanager
 def translate_errors(service: str, operation: str) -> Iterator[None]:
     """Turn a botocore error raised inside into `IdempotencyPersistenceLayerError`.
+
+    A configuration error becomes `IdempotencyPersistenceConfigError` (`config_error`).
 
     Args:
         service: What failed, for the message (``"DynamoDB"``, ``"S3"``).
@@ -149,4 +211,7 @@ def translate_errors(service: str, operation: str) -> Iterator[None]:
         code = error_code(exc)
         if code is None:
             raise
+        error = config_error(f"{service} {operation}", exc)
+        if error is not None:
+            raise error from exc
         raise IdempotencyPersistenceLayerError(f"{service} {operation} failed: {code}") from exc

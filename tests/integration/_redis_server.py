@@ -200,26 +200,51 @@ def redis_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, T
     stop(process)
 
 
+@contextmanager
+def one_node_cluster(directory: Path, tls: TlsFiles | None = None) -> Iterator[int]:
+    """Run a one-node Redis Cluster serving every slot (TLS only with ``tls``); yield its port."""
+    import redis
+
+    # Over TLS the node must announce its TLS port (and talk TLS on the cluster bus).
+    announce = () if tls is None else ("--tls-cluster", "yes")
+    process, port = start_redis_server(
+        directory,
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        str(directory / "nodes"),
+        *announce,
+        tls=tls,
+    )
+    tls_options: dict[str, Any] = {} if tls is None else {"ssl": True, "ssl_ca_certs": tls.ca}
+    node = redis.Redis(host="127.0.0.1", port=port, **tls_options)
+    try:
+        node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while node.cluster("info")["cluster_state"] != "ok":
+            if time.monotonic() > deadline:
+                pytest.fail("the one-node cluster did not come up")
+            time.sleep(0.05)
+        yield port
+    finally:
+        node.close()
+        stop(process)
+
+
 @pytest.fixture(scope="session")
 def redis_cluster_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """Start a one-node Redis Cluster that serves every slot; yield its port."""
-    import redis
+    with one_node_cluster(tmp_path_factory.mktemp("redis-cluster")) as port:
+        yield port
 
-    directory = tmp_path_factory.mktemp("redis-cluster")
-    process, port = start_redis_server(
-        directory, "--cluster-enabled", "yes", "--cluster-config-file", str(directory / "nodes")
-    )
-    node = redis.Redis(host="127.0.0.1", port=port)
-    node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while node.cluster("info")["cluster_state"] != "ok":
-        if time.monotonic() > deadline:
-            stop(process)
-            pytest.fail("the one-node cluster did not come up")
-        time.sleep(0.05)
-    yield port
-    node.close()
-    stop(process)
+
+@pytest.fixture(scope="session")
+def redis_tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, TlsFiles]]:
+    """Start a TLS-only one-node Redis Cluster; yield its port and its certificate (trust it)."""
+    directory = tmp_path_factory.mktemp("redis-tls-cluster")
+    tls = make_tls_files(directory)
+    with one_node_cluster(directory, tls) as port:
+        yield port, tls
 
 
 @pytest.fixture

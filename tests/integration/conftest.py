@@ -20,12 +20,18 @@ import pytest
 
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
+from tests.integration._dynalite import (  # noqa: F401 - fixtures
+    dynalite_client,
+    dynalite_endpoint,
+    make_dynalite_table,
+)
 from tests.integration._redis_server import (  # noqa: F401 - fixtures
     redis_client,
     redis_cluster_port,
     redis_port,
     redis_store,
     redis_tls,
+    redis_tls_cluster,
 )
 
 if TYPE_CHECKING:

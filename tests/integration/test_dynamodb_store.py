@@ -236,7 +236,10 @@ def test_missing_table_raises_persistence_error(
 def test_missing_credentials_raise_persistence_error(
     monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str
 ) -> None:
-    """No credentials anywhere becomes a persistence error caused by NoCredentialsError."""
+    """No credentials anywhere becomes a persistence error caused by NoCredentialsError.
+
+    It is the configuration error of test_aws_client_configuration.py, which names the fix.
+    """
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
@@ -248,8 +251,8 @@ def test_missing_credentials_raise_persistence_error(
     store = DynamoDBPersistenceLayer("any-table")
     with pytest.raises(IdempotencyPersistenceLayerError) as raised:
         store.get(KEY)
-    expected = "DynamoDB GetItem failed: NoCredentialsError"
-    assert expected == str(raised.value)
+    expected = "DynamoDB GetItem: no complete AWS credentials (Unable to locate credentials)"
+    assert expected == str(raised.value).partition(";")[0]
     assert isinstance(raised.value.__cause__, NoCredentialsError)
 
 
@@ -305,11 +308,12 @@ def test_failed_claim_without_returned_item_reads_the_blocking_record(
 def test_failed_claim_with_nothing_to_read_raises_persistence_error(
     dynamodb_client: DynamoDBClient,
 ) -> None:
-    """A failed condition with no record to be found is a persistence error, not a claim."""
+    """A failed condition with no record to be found, twice, is a persistence error."""
     store = DynamoDBPersistenceLayer("any-table", boto3_client=dynamodb_client)
     with Stubber(dynamodb_client) as stubber:
-        stubber.add_client_error("put_item", "ConditionalCheckFailedException")
-        stubber.add_response("get_item", {})
+        for _ in range(2):  # a record gone since the condition failed: the claim is sent again
+            stubber.add_client_error("put_item", "ConditionalCheckFailedException")
+            stubber.add_response("get_item", {})
         with pytest.raises(IdempotencyPersistenceLayerError) as raised:
             store.claim(CLAIMED, now_ms=NOW_MS, lease_cutoff_ms=NOW_MS)
     assert isinstance(raised.value.__cause__, ClientError)

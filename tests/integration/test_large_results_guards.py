@@ -139,3 +139,27 @@ def test_a_stored_result_that_inflates_past_the_limit_is_refused(
     with pytest.raises(IdempotencyPersistenceLayerError):
         handler(EVENT, FakeLambdaContext())
     assert 1 == len(runs)
+
+
+def test_an_object_larger_than_its_reference_declares_is_refused_unread(
+    idempotency_table: str, dynamodb_client: DynamoDBClient, s3_client: Any, bucket: str
+) -> None:
+    """A replaced, larger object is refused, and no more than the declared size plus one byte of
+    it is read (the body's own count of bytes read)."""
+    store = make_store(idempotency_table, dynamodb_client, s3_client, bucket)
+    runs: list[int] = []
+    handler = handler_of(store, runs)
+    handler(EVENT, FakeLambdaContext())
+    (stored,) = s3_client.list_objects_v2(Bucket=bucket)["Contents"]
+    declared = stored["Size"]
+    original = s3_client.get_object(Bucket=bucket, Key=stored["Key"])["Body"].read()
+    s3_client.put_object(Bucket=bucket, Key=stored["Key"], Body=original + os.urandom(4_000_000))
+    bodies: list[Any] = []
+    s3_client.meta.events.register(
+        "after-call.s3.GetObject", lambda parsed, **_: bodies.append(parsed["Body"])
+    )
+
+    with pytest.raises(IdempotencyPersistenceLayerError, match="does not match"):
+        handler(EVENT, FakeLambdaContext())
+    assert (1, 1) == (len(runs), len(bodies))
+    assert bodies[0].tell() <= declared + 1

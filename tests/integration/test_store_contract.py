@@ -1,5 +1,9 @@
 """One contract suite for every store: in-memory, DynamoDB (also in composite-key mode), Redis.
 
+DynamoDB runs on two engines written independently: moto, and dynalite (tests/integration/
+_dynalite.py). dynalite sends no item with a failed condition, so there a blocked claim reads its
+blocker with a GetItem; it has no transactions and no TTL, which this suite does not use.
+
 Times are explicit arguments, far in the future (so no server-side TTL can interfere), and the
 boundaries are tested exactly: a lease ending *at* the cutoff has not passed, and an expiration
 (epoch seconds) equal to ``now_ms // 1000`` has not passed either.
@@ -25,6 +29,7 @@ from idempotent_lambda.persistence.base import (
 )
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
+from idempotent_lambda.persistence.protocol import store_for_format
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 NOW_MS = 4_000_000_000_500
@@ -34,7 +39,12 @@ EXPIRY_S = NOW_S + 3600
 KEY = "test.handler#5d41402abc4b2a76b9719d911017c592"
 
 
-STORES = ["in-memory", "dynamodb", "dynamodb-composite", "redis"]
+STORES = ["in-memory", "dynamodb", "dynamodb-composite", "dynalite", "dynalite-composite", "redis"]
+#: The DynamoDB-compatible servers: each one's client fixture and table factory fixture.
+DYNAMODB_ENGINES = {
+    "dynamodb": ("dynamodb_client", "make_table"),
+    "dynalite": ("dynalite_client", "make_dynalite_table"),
+}
 
 
 def make_store(request: pytest.FixtureRequest, **options: Any) -> PersistenceStore:
@@ -45,11 +55,13 @@ def make_store(request: pytest.FixtureRequest, **options: Any) -> PersistenceSto
         from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
 
         return RedisCachePersistenceLayer(client=request.getfixturevalue("redis_client"), **options)
-    client = request.getfixturevalue("dynamodb_client")
-    if request.param == "dynamodb":
-        table = request.getfixturevalue("idempotency_table")
-        return DynamoDBPersistenceLayer(table, boto3_client=client, **options)
-    table = request.getfixturevalue("make_table")(sort_key_attr="sk")
+    engine, _, layout = request.param.partition("-")
+    client_fixture, tables_fixture = DYNAMODB_ENGINES[engine]
+    client = request.getfixturevalue(client_fixture)
+    make_table = request.getfixturevalue(tables_fixture)
+    if layout != "composite":
+        return DynamoDBPersistenceLayer(make_table(), boto3_client=client, **options)
+    table = make_table(sort_key_attr="sk")
     return DynamoDBPersistenceLayer(
         table,
         sort_key_attr="sk",
@@ -256,6 +268,30 @@ def test_release_of_completed_record_fails(store: PersistenceStore) -> None:
 def test_release_of_missing_record_fails(store: PersistenceStore) -> None:
     """Releasing a key with no record reports failure."""
     assert not store.release(KEY, "owner-a")
+
+
+@pytest.mark.parametrize("record_format", ["native", "powertools"])
+def test_release_of_a_never_written_key_leaves_no_trace(
+    store: PersistenceStore, record_format: str
+) -> None:
+    """A fenced release of a claim that never reached the store is harmless: no error, no record,
+    and the next claim finds the key free (the undo of a claim whose reply was lost)."""
+    store = store_for_format(store, record_format)
+    assert (False, None) == (store.release(KEY, "owner-a"), store.get(KEY))
+    assert ClaimOutcome(claimed=True, previous=None) == claim(store, in_progress("owner-b"))
+
+
+@pytest.mark.parametrize("record_format", ["native", "powertools"])
+def test_release_with_another_owner_leaves_the_live_record(
+    store: PersistenceStore, record_format: str
+) -> None:
+    """A release fenced on an owner that does not hold the live claim fails and changes nothing."""
+    store = store_for_format(store, record_format)
+    holder = in_progress("owner-a")
+    claim(store, holder)
+    assert not store.release(KEY, "owner-b")
+    assert holder == store.get(KEY)
+    assert ClaimOutcome(claimed=False, previous=holder) == claim(store, in_progress("owner-c"))
 
 
 def test_get_missing_returns_none(store: PersistenceStore) -> None:

@@ -2,7 +2,8 @@
 
 The record's ``data`` holds a reference (``{"$s3": {...}}``, see docs/production.md, "Large
 results") to an object of the result's zlib-compressed text, one object per completion. A
-reference is followed only into the configured bucket and prefix, and the object's size and
+reference is followed only into the configured bucket and prefix, no more of the object is read
+than the size the reference declares (and one byte to tell a larger one), and its size and
 SHA-256 are checked: a tampered record or object is an error, never a wrong result.
 """
 
@@ -137,8 +138,11 @@ class LargeResults:
                 "it was not followed"
             )
         with translate_errors("S3", "GetObject"):
-            response = self._client.get().get_object(Bucket=bucket, Key=key, **self._owner())
-            body = response["Body"].read()
+            # One byte past the declared size tells a larger object: no more is sent or read.
+            response = self._client.get().get_object(
+                Bucket=bucket, Key=key, Range=f"bytes=0-{size}", **self._owner()
+            )
+            body = read_at_most(response["Body"], size + 1)
         if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
             raise IdempotencyPersistenceLayerError(
                 f"large result object s3://{bucket}/{key} does not match its record's checksum"
@@ -180,6 +184,20 @@ class LargeResults:
         if self.kms_key_id is None:
             return {}
         return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.kms_key_id}
+
+
+def read_at_most(stream: Any, limit: int) -> bytes:
+    """Return the first ``limit`` bytes of ``stream`` (fewer if it ends first), then close it."""
+    data = bytearray()
+    try:
+        while len(data) < limit:
+            chunk = stream.read(limit - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        stream.close()
+    return bytes(data)
 
 
 def account_of(table_name: str) -> str | None:

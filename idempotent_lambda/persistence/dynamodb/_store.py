@@ -46,6 +46,8 @@ CLAIM_CONDITION = (
     "attribute_not_exists(#key) OR #expiry < :now_s"
     " OR (#status = :in_progress AND #lease < :cutoff_ms)"
 )
+#: Conditional puts of one claim: a second only when the record that failed the first is gone.
+CLAIM_ATTEMPTS = 2
 #: ``BatchGetItem`` takes at most 100 keys per request.
 BATCH_GET_LIMIT = 100
 #: Requests for one chunk (the first and the retries of unprocessed keys), and the first backoff.
@@ -184,49 +186,45 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         """See `PersistenceStore.claim`: one conditional ``PutItem``.
 
         DynamoDB sends back the blocking record with the failed condition, and the replaced one
-        with a successful claim.
+        with a successful claim. An endpoint that sends no blocking record (dynalite) costs one
+        ``GetItem`` more; should that find the key free, the claim is written once more.
         """
         schema = self._schema
-        with self._request("PutItem") as client:
-            try:
-                response = client.put_item(
-                    TableName=self.table_name,
-                    Item=schema.to_item(record, self._encode(record)),
-                    ConditionExpression=CLAIM_CONDITION,
-                    ExpressionAttributeNames={
-                        "#key": schema.idempotency_key_attr,
-                        "#expiry": schema.expiry_attr,
-                        "#status": schema.status_attr,
-                        "#lease": schema.in_progress_expiry_attr,
-                    },
-                    ExpressionAttributeValues={
-                        ":now_s": {"N": str(now_ms // 1000)},
-                        ":in_progress": {"S": schema.in_progress_value},
-                        ":cutoff_ms": {"N": str(lease_cutoff_ms)},
-                    },
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except client.exceptions.ConditionalCheckFailedException as exc:
-                blocking = cast("Mapping[str, Any]", exc.response).get("Item")
-                if blocking is not None:
-                    return ClaimOutcome(False, self._resolve(schema.from_item(blocking)))
-                # An endpoint that ignores ReturnValuesOnConditionCheckFailure: read it instead.
-                previous = self.get(record.idempotency_key)
-                if previous is None:
-                    raise IdempotencyPersistenceLayerError(
-                        "DynamoDB PutItem failed: ConditionalCheckFailedException, "
-                        "and no blocking record"
-                    ) from exc
+        for _attempt in range(CLAIM_ATTEMPTS):
+            with self._request("PutItem") as client:
+                try:
+                    response = client.put_item(
+                        TableName=self.table_name,
+                        Item=schema.to_item(record, self._encode(record)),
+                        ConditionExpression=CLAIM_CONDITION,
+                        ExpressionAttributeNames={
+                            "#key": schema.idempotency_key_attr,
+                            "#expiry": schema.expiry_attr,
+                            "#status": schema.status_attr,
+                            "#lease": schema.in_progress_expiry_attr,
+                        },
+                        ExpressionAttributeValues={
+                            ":now_s": {"N": str(now_ms // 1000)},
+                            ":in_progress": {"S": schema.in_progress_value},
+                            ":cutoff_ms": {"N": str(lease_cutoff_ms)},
+                        },
+                        ReturnValues="ALL_OLD",
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    )
+                except client.exceptions.ConditionalCheckFailedException as exc:
+                    blocking = cast("Mapping[str, Any]", exc.response).get("Item")
+                    failure = exc
+                else:
+                    return self._claimed(response.get("Attributes"))
+            if blocking is not None:
+                return ClaimOutcome(False, self._resolve(schema.from_item(blocking)))
+            previous = self.get(record.idempotency_key)
+            if previous is not None:
                 return ClaimOutcome(False, previous)
-        replaced = response.get("Attributes")
-        try:
-            return ClaimOutcome(True, schema.from_item(replaced) if replaced else None)
-        except IdempotencyCorruptRecordError:
-            # The claim is written: an old item that expired while corrupt must not fail it, or
-            # the key would stay blocked until the new lease ended. The engine only uses the
-            # replaced record to tell a takeover from a fresh claim.
-            return ClaimOutcome(True, None)
+            # Released or deleted since the condition failed: the key is free now.
+        raise IdempotencyPersistenceLayerError(
+            "DynamoDB PutItem failed: ConditionalCheckFailedException, and no blocking record"
+        ) from failure
 
     def complete(self, record: IdempotencyRecord) -> bool:
         """See `PersistenceStore.complete`: one ``PutItem`` fenced on the owner token."""
@@ -385,6 +383,16 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         if data is None or not is_reference(data):
             return record
         return replace(record, response_data=self._large.resolve(data))
+
+    def _claimed(self, replaced: Mapping[str, Any] | None) -> ClaimOutcome:
+        """Return the outcome of a written claim that replaced the item ``replaced``."""
+        try:
+            return ClaimOutcome(True, self._schema.from_item(replaced) if replaced else None)
+        except IdempotencyCorruptRecordError:
+            # The claim is written: an old item that expired while corrupt must not fail it, or
+            # the key would stay blocked until the new lease ended. The engine only uses the
+            # replaced record to tell a takeover from a fresh claim.
+            return ClaimOutcome(True, None)
 
     @contextmanager
     def _request(self, operation: str) -> Iterator[DynamoDBClient]:

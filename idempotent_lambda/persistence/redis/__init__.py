@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
+from urllib.parse import parse_qs, urlsplit
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda.exceptions import (
@@ -90,14 +91,26 @@ class RedisConnection:
         self.username, self.password, self.db_index = username, password, db_index
 
     def _init_client(self) -> Any:
-        """Build the redis-py client (Powertools' method name; it does not connect yet)."""
+        """Build the redis-py client (Powertools' method name); TLS checks the host name.
+
+        A standalone client connects on its first command, a cluster client at once.
+
+        Raises:
+            IdempotencyPersistenceConfigError: TLS to a cluster with redis-py 5, whose cluster
+                client drops the host name check.
+        """
         import redis
         import redis.cluster
 
         cluster = self.mode == "cluster"
+        tls = _url_tls_options(self.url) if self.url else _CHECK_HOST_NAME if self.ssl else {}
+        if cluster and tls.get("ssl_check_hostname") and redis.VERSION[0] < 6:
+            raise IdempotencyPersistenceConfigError(
+                "redis-py 5 cannot check the host name of TLS cluster nodes: install redis>=6"
+            )
         factory: Any = redis.cluster.RedisCluster if cluster else redis.Redis
         if self.url:
-            return factory.from_url(self.url)
+            return factory.from_url(self.url, **tls)
         options: dict[str, Any] = {} if cluster else {"db": self.db_index}
         return factory(
             host=self.host,
@@ -106,7 +119,25 @@ class RedisConnection:
             password=self.password or None,
             ssl=self.ssl,
             **options,
+            **tls,
         )
+
+
+#: TLS verifies that the certificate names the host (redis-py before 6.0 does not by default).
+_CHECK_HOST_NAME: Mapping[str, bool] = {"ssl_check_hostname": True}
+
+
+def _url_tls_options(url: str) -> Mapping[str, bool]:
+    """Return the TLS options a client from ``url`` gets beside the URL's own (which win).
+
+    A ``rediss://`` URL checks the host name, unless it turns certificate checks off
+    (``ssl_cert_reqs=none``): then there is no name to check, and Python refuses to.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "rediss":
+        return {}
+    cert_reqs = parse_qs(parts.query).get("ssl_cert_reqs", [""])[0]
+    return {"ssl_check_hostname": cert_reqs.lower() != "none"}
 
 
 class RedisCachePersistenceLayer:
