@@ -565,3 +565,18 @@ def test_stream_filter_drops_only_ttl_removals(template: dict[str, Any]) -> None
     ]
     for record, delivered in cases:
         assert delivered == any(matches(p, record) for p in patterns), record
+
+
+def test_every_function_deploys_as_a_canary_behind_an_alias(template: dict[str, Any]) -> None:
+    """A deploy shifts 10 % of traffic first and rolls back on the function's alarms."""
+    function_globals = template["Globals"]["Function"]
+    assert "live" == function_globals["AutoPublishAlias"]
+    assert "Canary10Percent5Minutes" == function_globals["DeploymentPreference"]["Type"]
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    for name, function in resources(template, "AWS::Serverless::Function").items():
+        watched = [alarm["Ref"] for alarm in function["DeploymentPreference"]["Alarms"]]
+        assert f"{name.removesuffix('Function')}ErrorsAlarm" in watched, name
+        assert {"LeaseLostAlarm", "CompleteFailedAlarm"} <= set(watched), name
+        assert set(watched) <= set(alarms), name
+    for name, mapping in resources(template, "AWS::Lambda::EventSourceMapping").items():
+        assert mapping["FunctionName"]["Ref"].endswith("Function.Alias"), name
