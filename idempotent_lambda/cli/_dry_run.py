@@ -82,8 +82,8 @@ ADAPTERS = {
             True,
             "DynamoDBStreamRecord",
         ),
+        # Kinesis batches are Records lists like the others; listed when the library has it.
         Adapter("idempotent_lambda.adapters.kinesis", "idempotent_kinesis_handler", True),
-        Adapter("idempotent_lambda.adapters.kafka", "idempotent_kafka_handler", True),
     )
 }
 

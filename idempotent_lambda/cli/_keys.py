@@ -43,7 +43,14 @@ def compute_key(args: argparse.Namespace, screen: Screen) -> int:
         function_name=args.function_name,
         options=http,
     )
-    derived = dry_run.derive(load_json(args.event))
+    event = load_json(args.event)
+    derived = dry_run.derive(event)
+    if args.decorator == "idempotent" and _looks_like_an_adapters(event):
+        screen.note(
+            "note: this is the key @idempotent gives the whole event; a function decorated with "
+            "an adapter (idempotent_http, idempotent_sqs_handler, ...) keys it otherwise: pass "
+            "--decorator"
+        )
     if (
         args.prefix is None
         and args.function_name is None
@@ -54,6 +61,13 @@ def compute_key(args: argparse.Namespace, screen: Screen) -> int:
             "local run; a deployed function's key starts with its function name"
         )
     return _show(derived, screen, batch=dry_run.adapter.batch, as_json=args.json)
+
+
+def _looks_like_an_adapters(event: Any) -> bool:
+    """Tell whether ``event`` is a batch or an HTTP proxy event, which adapters usually take."""
+    return isinstance(event, dict) and (
+        isinstance(event.get("Records"), list) or "httpMethod" in event or "routeKey" in event
+    )
 
 
 def _show(derived: list[Derived], screen: Screen, *, batch: bool, as_json: bool) -> int:

@@ -395,3 +395,11 @@ def test_the_dry_run_ignores_the_disable_switch_and_prints_no_log_lines(
         line[: len("idempotent-lambda: error: the key expression finds nothing")]
         for line in run.err.splitlines()
     ]
+
+
+def test_an_adapter_event_keyed_as_a_plain_handler_gets_a_note(key_of: Callable[..., Run]) -> None:
+    """A batch or proxy event under the default --decorator idempotent: a hint on stderr."""
+    for event in (sqs_event(sqs_record("m-1", {})), make_event("apigateway-v2", key="k")):
+        run = key_of(event, "--prefix", "p")
+        assert (0, True) == (run.code, "pass --decorator" in run.err)
+    assert "" == key_of({"id": 1}, "--prefix", "p").err
