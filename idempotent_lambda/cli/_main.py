@@ -7,19 +7,13 @@ Each leaf command stores the function that runs it (`set_defaults(run=...)`); `m
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from idempotent_lambda import __version__
-from idempotent_lambda._clock import SYSTEM_CLOCK
-from idempotent_lambda._entry import default_prefix
-from idempotent_lambda._identity import derive_invocation
-from idempotent_lambda.cli import _records
-from idempotent_lambda.cli._output import ERROR, INTERRUPTED, NOT_FOUND, OK, CliError, Screen
-from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.cli import _keys, _records
+from idempotent_lambda.cli._output import ERROR, INTERRUPTED, CliError, Screen
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
 
 Command = Callable[[argparse.Namespace, Screen], int]
@@ -31,6 +25,8 @@ examples:
   idempotent-lambda records get --table idempotency 'orders#3a7bd3...'
   idempotent-lambda records release-stuck --table idempotency --yes
   idempotent-lambda key --prefix orders --jmespath 'body.order_id' event.json
+  idempotent-lambda key --decorator idempotent_sqs_handler --handler app:handler \
+      --function-name orders-prod sqs-event.json
   idempotent-lambda create-table --table idempotency --endpoint-url http://localhost:8000
 """
 
@@ -127,76 +123,6 @@ def _fail(screen: Screen, message: str) -> None:
     screen.note(f"idempotent-lambda: error: {' '.join(message.split())}")
 
 
-# --- key -------------------------------------------------------------------------------------
-
-
-def compute_key(args: argparse.Namespace, screen: Screen) -> int:
-    """`key`: print the key (and validation hash) of an event, as the decorators compute it."""
-    config = IdempotencyConfig(
-        event_key_jmespath=args.jmespath,
-        payload_validation_jmespath=args.validation_jmespath,
-        hash_function=args.hash,
-    )
-    prefix = args.prefix or handler_prefix(args.handler, args.function_name)
-    invocation = derive_invocation(
-        config, _load(args.event), prefix=prefix, now_ms=SYSTEM_CLOCK.now_ms(), context=None
-    )
-    if invocation is None:
-        message = (
-            "the key expression finds nothing in this event: the function runs without "
-            "idempotency (or raises IdempotencyKeyError with raise_on_no_idempotency_key=True)"
-        )
-        if not args.json:
-            raise CliError(message, NOT_FOUND)
-        screen.json({"key": None, "validation_hash": None, "reason": message})
-        return NOT_FOUND
-    if args.json:
-        screen.json({"key": invocation.key, "validation_hash": invocation.payload_hash})
-    elif invocation.payload_hash is None:
-        screen.out(invocation.key)
-    else:
-        screen.out(f"key         {invocation.key}\nvalidation  {invocation.payload_hash}")
-    return OK
-
-
-def handler_prefix(handler: str, function_name: str | None) -> str:
-    """Return the default prefix of the function `MODULE:QUALNAME` in Lambda function `name`.
-
-    The function is not imported: `default_prefix` needs only its module and qualified name.
-    """
-    module, _, qualname = handler.partition(":")
-    if not module or not qualname:
-        raise CliError("--handler takes MODULE:QUALNAME, e.g. app:lambda_handler")
-
-    def stand_in() -> None: ...
-
-    stand_in.__module__ = module
-    stand_in.__qualname__ = qualname
-    variable = "AWS_LAMBDA_FUNCTION_NAME"
-    before = os.environ.get(variable)
-    if function_name is not None:
-        os.environ[variable] = function_name
-    try:
-        return default_prefix(stand_in)
-    finally:
-        if before is None:
-            os.environ.pop(variable, None)
-        else:
-            os.environ[variable] = before
-
-
-def _load(path: str) -> Any:
-    try:
-        if path == "-":
-            return json.load(sys.stdin)
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path} is not JSON: {exc}") from exc
-
-
 # --- the parser ------------------------------------------------------------------------------
 
 
@@ -233,9 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan_options(listing)
     listing.add_argument(
         "--status",
-        type=str.upper,
+        type=_status,
         choices=["IN_PROGRESS", "COMPLETED", "EXPIRED"],
-        help="only records with this status (EXPIRED: expiration passed, not yet deleted by TTL)",
+        help="only records with this status (EXPIRED: expiration passed, not yet deleted by "
+        "TTL); IN_PROGRESS matches Powertools' INPROGRESS too",
     )
     listing.add_argument(
         "--stuck", action="store_true", help="only IN_PROGRESS records whose lease has passed"
@@ -245,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("key", metavar="KEY", help="the full key, e.g. 'orders#3a7bd3...'")
     get.add_argument("--data", action="store_true", help="show the stored result (user data)")
     get.add_argument("--no-data", action="store_true", help=argparse.SUPPRESS)  # the old default
+    get.add_argument(
+        "--record-format",
+        choices=["powertools", "native"],
+        default=None,
+        help="how --data decodes the result: the functions' record_format "
+        "(default: IdempotencyConfig's)",
+    )
 
     delete.add_argument("key", metavar="KEY", help="the full key")
     delete.add_argument(
@@ -257,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan_options(release)
     release.add_argument("--yes", action="store_true", help="really delete them")
 
-    _add_key(_leaf(commands, "key", compute_key, "Print the idempotency key an event gets."))
+    _keys.add_key_options(
+        _leaf(commands, "key", _keys.compute_key, "Print the idempotency key an event gets.")
+    )
     create = _leaf(
         commands,
         "create-table",
@@ -331,25 +267,10 @@ def _add_scan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
 
 
-def _add_key(key: argparse.ArgumentParser) -> None:
-    where = key.add_mutually_exclusive_group(required=True)
-    where.add_argument("--prefix", help="the key prefix (the decorator's key_prefix)")
-    where.add_argument(
-        "--handler",
-        metavar="MODULE:QUALNAME",
-        help="derive the default prefix of this function instead",
-    )
-    key.add_argument(
-        "--function-name",
-        metavar="NAME",
-        help="Lambda function name for --handler (default: AWS_LAMBDA_FUNCTION_NAME or 'local')",
-    )
-    key.add_argument("--jmespath", default="", metavar="EXPR", help="event_key_jmespath")
-    key.add_argument(
-        "--validation-jmespath", default="", metavar="EXPR", help="payload_validation_jmespath"
-    )
-    key.add_argument("--hash", default="sha256", metavar="NAME", help="hash_function (sha256)")
-    key.add_argument("event", metavar="EVENT.json", help="the event or payload; - reads stdin")
+def _status(text: str) -> str:
+    """Read a status in any case, Powertools' spelling of IN_PROGRESS included."""
+    upper = text.upper()
+    return "IN_PROGRESS" if upper == "INPROGRESS" else upper
 
 
 def _positive(text: str) -> int:

@@ -18,7 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from idempotent_lambda._record_format import POWERTOOLS
 from idempotent_lambda._result_codec import decode_result, unstorable_reason
+from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence.dynamodb import _s3
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -173,13 +175,26 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
     }
 
 
-def with_result(shown: dict[str, Any], record: IdempotencyRecord) -> dict[str, Any]:
+def with_result(
+    shown: dict[str, Any], record: IdempotencyRecord, *, record_format: str | None = None
+) -> dict[str, Any]:
     """Add the decoded result and the exact stored text to a view.
 
-    A result offloaded to S3 is not fetched: `result` is None and `offloaded` names the object
-    (`bucket`, `key`, `size`, `sha256`; `malformed` for an unreadable reference).
+    Under Powertools' format (`record_format`, by default `IdempotencyConfig`'s) the stored
+    text is the result's JSON, always. Under the native one, a result offloaded to S3 is not
+    fetched: `result` is None and `offloaded` names the object (`bucket`, `key`, `size`,
+    `sha256`; `malformed` for an unreadable reference).
     """
     data = record.response_data
+    if (record_format or IdempotencyConfig().record_format) != "native":
+        result = None if data is None else jsonable(POWERTOOLS.decode_result(data))
+        return {
+            **shown,
+            "result": result,
+            "unstorable_reason": None,
+            "offloaded": None,
+            "stored_data": data,
+        }
     offloaded = None if data is None else offload_reference(data)
     reason = None if data is None or offloaded is not None else unstorable_reason(data)
     result = None

@@ -1,8 +1,9 @@
 """The table commands: `records list|get|delete|release-stuck` and `create-table`.
 
-They work through the operator methods of `DynamoDBPersistenceLayer` (`scan`, `get`, `delete`,
-`release_if_stuck`): no command sends a request of its own, so the conditions and the item
-format exist once, in the store.
+They work through the operator methods of `DynamoDBPersistenceLayer` (`scan`, `inspect`,
+`delete`, `release_if_stuck`): no command sends a request of its own, so the conditions and the
+item format exist once, in the store. Those methods read records of either format (Powertools'
+or the native one), so one table written by both shows and repairs as one.
 """
 
 from __future__ import annotations
@@ -137,13 +138,13 @@ def get_record(args: argparse.Namespace, screen: Screen) -> int:
 
     A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
     """
-    record = store_from(args).get(args.key, fetch_large_result=False)
+    record = store_from(args).inspect(args.key)
     if record is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
     shown = view(record, now_ms=now, cutoff_ms=cutoff)
     if args.data:
-        shown = with_result(shown, record)
+        shown = with_result(shown, record, record_format=args.record_format)
     if args.json:
         screen.json(shown)
     else:
@@ -156,7 +157,7 @@ def delete_record(args: argparse.Namespace, screen: Screen) -> int:
     now, cutoff = now_and_cutoff()
     store = store_from(args)
     if args.force and not args.yes:
-        _confirm_forced(store.get(args.key), args.key, cutoff)
+        _confirm_forced(store.inspect(args.key), args.key, cutoff)
     outcome = store.delete(args.key, live_cutoff_ms=None if args.force else cutoff)
     deleted = outcome.record
     if deleted is None:

@@ -378,6 +378,22 @@ def run_after_swap(module: ModuleType) -> None:
     assert first == module.lambda_handler(event, FakeLambdaContext())  # replayed
 
 
+def run_batch_after_swap(module: ModuleType) -> None:
+    module.charge = Calls("ch_1")
+    event = sqs_event({"order": 1}, {"order": 2})
+    assert {"batchItemFailures": []} == module.lambda_handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.lambda_handler(event, FakeLambdaContext())
+    assert 2 == len(module.charge.args)  # once per message: the redelivery replayed
+
+
+def run_batch_adapter(module: ModuleType) -> None:
+    event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    # One record at a time, in batch order, once per message.
+    assert [r["body"] for r in event["Records"]] == module.ledger.entries
+
+
 RUNNERS: dict[str, Callable[..., None]] = {
     "getting_started/first_handler.py": run_first_handler,
     "getting_started/any_function.py": run_any_function,
@@ -394,6 +410,8 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "http/caller.py": run_caller,
     "redis/charge_order.py": run_redis_charge_order,
     "migrating/after_swap.py": run_after_swap,
+    "migrating/batch_after_swap.py": run_batch_after_swap,
+    "migrating/batch_adapter.py": run_batch_adapter,
 }
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [

@@ -634,3 +634,18 @@ def test_the_user_pool_is_retained_and_admin_managed(template: dict[str, Any]) -
     client = resources(template, "AWS::Cognito::UserPoolClient")["OrdersApiClient"]
     assert client["GenerateSecret"] is False
     assert "ALLOW_USER_PASSWORD_AUTH" not in client["ExplicitAuthFlows"]
+
+
+def test_every_function_deploys_as_a_canary_behind_an_alias(template: dict[str, Any]) -> None:
+    """A deploy shifts 10 % of traffic first and rolls back on the function's alarms."""
+    function_globals = template["Globals"]["Function"]
+    assert "live" == function_globals["AutoPublishAlias"]
+    assert "Canary10Percent5Minutes" == function_globals["DeploymentPreference"]["Type"]
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    for name, function in resources(template, "AWS::Serverless::Function").items():
+        watched = [alarm["Ref"] for alarm in function["DeploymentPreference"]["Alarms"]]
+        assert f"{name.removesuffix('Function')}ErrorsAlarm" in watched, name
+        assert {"LeaseLostAlarm", "CompleteFailedAlarm"} <= set(watched), name
+        assert set(watched) <= set(alarms), name
+    for name, mapping in resources(template, "AWS::Lambda::EventSourceMapping").items():
+        assert mapping["FunctionName"]["Ref"].endswith("Function.Alias"), name

@@ -83,7 +83,8 @@ def test_get_of_a_huge_decimal_finishes_at_once(
     """A stored Decimal("1E+999999999") is shown as its text instead of being expanded."""
     seed(dynamodb_store, "orders#huge", result='{"$decimal":"1E+999999999"}')
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    argv = ["records", "get", "--json", "--data", *on_table, "orders#huge"]
+    argv = ["records", "get", "--json", "--data", "--record-format", "native", *on_table]
+    argv.append("orders#huge")
     done = subprocess.run(
         [sys.executable, "-m", "idempotent_lambda", *argv],
         capture_output=True,

@@ -23,7 +23,9 @@ from idempotent_lambda.cli import main
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
+#: Offloading to S3 is the native format's (Powertools' never offloads), and so is its label.
+CONFIG = IdempotencyConfig(event_key_jmespath="order_id", record_format="native")
+NATIVE = ("--record-format", "native")
 #: About 130 KB of random text: over the 1 KB threshold used below.
 BIG = base64.b64encode(os.urandom(100_000)).decode()
 
@@ -69,8 +71,8 @@ def test_get_labels_an_offloaded_result_with_its_object(
     options = ["--table", idempotency_table, "--endpoint-url", dynamodb_endpoint]
     (stored,) = s3_client.list_objects_v2(Bucket=bucket)["Contents"]
 
-    code, out = run(capsys, "records", "get", "--data", *options, offloaded_key)
-    _, as_json = run(capsys, "records", "get", "--json", "--data", *options, offloaded_key)
+    code, out = run(capsys, "records", "get", "--data", *NATIVE, *options, offloaded_key)
+    _, as_json = run(capsys, "records", "get", "--json", "--data", *NATIVE, *options, offloaded_key)
 
     assert 0 == code
     assert f"offloaded to S3 (not fetched): s3://{bucket}/{stored['Key']}" in out
@@ -95,7 +97,7 @@ def test_get_of_a_result_in_the_item_has_no_offload_label(
     options = ["--table", idempotency_table, "--endpoint-url", dynamodb_endpoint]
     _seed(dynamodb_store, "orders#small", '{"ok":1}')
 
-    _, out = run(capsys, "records", "get", "--json", "--data", *options, "orders#small")
+    _, out = run(capsys, "records", "get", "--json", "--data", *NATIVE, *options, "orders#small")
 
     shown = json.loads(out)
     assert ({"ok": 1}, None) == (shown["result"], shown["offloaded"])
@@ -111,7 +113,7 @@ def test_get_of_a_malformed_reference_says_so(
     options = ["--table", idempotency_table, "--endpoint-url", dynamodb_endpoint]
     _seed(dynamodb_store, "orders#broken", '{"$s3":{"bucket":"b"}}')
 
-    code, out = run(capsys, "records", "get", "--data", *options, "orders#broken")
+    code, out = run(capsys, "records", "get", "--data", *NATIVE, *options, "orders#broken")
 
     assert 0 == code
     assert "offloaded to S3, but the reference is malformed" in out

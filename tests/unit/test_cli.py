@@ -226,7 +226,7 @@ def test_unexpected_errors_are_one_line_unless_debug(
     def broken(args: Any, screen: Any) -> int:
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr("idempotent_lambda.cli._main.compute_key", broken)
+    monkeypatch.setattr("idempotent_lambda.cli._keys.compute_key", broken)
     run = cli("key", "--prefix", "p", write_event(tmp_path, {}))
     assert 2 == run.code
     assert ["idempotent-lambda: error: unexpected ZeroDivisionError: oops (run with --debug "

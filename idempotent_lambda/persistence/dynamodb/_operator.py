@@ -1,7 +1,9 @@
 """What an operator does to an idempotency table: read, delete and release records; create it.
 
 They serve `idempotent_lambda.cli`, tests and local runs, never an invocation's path (the
-functions are not granted ``Scan``, ``Query`` or ``CreateTable``).
+functions are not granted ``Scan``, ``Query`` or ``CreateTable``). They read and handle records
+of both formats, whatever format the store itself writes: one table may hold both while a fleet
+migrates, and the formats differ here only in how IN_PROGRESS is spelled.
 """
 
 from __future__ import annotations
@@ -9,19 +11,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
-from idempotent_lambda.record import IdempotencyRecord
+from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
+from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeDefinitionTypeDef, KeySchemaElementTypeDef
 
-    from idempotent_lambda.persistence.dynamodb._schema import ItemSchema
+    from idempotent_lambda.persistence.dynamodb._schema import ItemSchema, ReadItem
 
 logger = logging.getLogger(__name__)
+
+#: IN_PROGRESS as each format stores it: this library's native format, then Powertools'.
+IN_PROGRESS_SPELLINGS = (Status.IN_PROGRESS.value, POWERTOOLS_IN_PROGRESS)
+#: The condition "the item is IN_PROGRESS, in either spelling" and its values.
+_IS_IN_PROGRESS = "#status IN (:in_progress, :in_progress_powertools)"
+_IN_PROGRESS_VALUES = {
+    ":in_progress": {"S": IN_PROGRESS_SPELLINGS[0]},
+    ":in_progress_powertools": {"S": IN_PROGRESS_SPELLINGS[1]},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +74,6 @@ class OperatorMethods:
 
         def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
 
-        def get(
-            self, idempotency_key: str, *, fetch_large_result: bool = True
-        ) -> IdempotencyRecord | None: ...
-
     def scan(
         self, *, prefix: str | None = None, page_size: int | None = None
     ) -> Iterator[ScanPage]:
@@ -83,7 +91,7 @@ class OperatorMethods:
             records = []
             for item in items:
                 try:
-                    records.append(self._schema.from_item(item))
+                    records.append(self._from_any_item(item))
                 except IdempotencyCorruptRecordError:
                     continue
             skipped = len(items) - len(records)
@@ -92,6 +100,23 @@ class OperatorMethods:
             if not last:
                 return
             arguments["ExclusiveStartKey"] = last
+
+    def inspect(self, idempotency_key: str) -> IdempotencyRecord | None:
+        """Read the record of ``idempotency_key`` in either format (one consistent ``GetItem``).
+
+        Unlike `get`, a result offloaded to S3 stays its reference: it is not fetched.
+
+        Raises:
+            IdempotencyCorruptRecordError: The item is not a record (see `ItemSchema.from_item`).
+        """
+        with self._request("GetItem") as client:
+            response = client.get_item(
+                TableName=self.table_name,
+                Key=self._schema.key(idempotency_key),
+                ConsistentRead=True,
+            )
+        item = response.get("Item")
+        return None if item is None else self._from_any_item(item)
 
     def delete(self, idempotency_key: str, *, live_cutoff_ms: int | None = None) -> DeleteOutcome:
         """Delete the record of ``idempotency_key``, whatever its owner, so the key runs again.
@@ -118,47 +143,61 @@ class OperatorMethods:
             except client.exceptions.ConditionalCheckFailedException as exc:
                 kept = cast("Mapping[str, Any]", exc.response).get("Item")
                 if kept is not None:
-                    return DeleteOutcome(False, schema.from_item(kept))
+                    return DeleteOutcome(False, self._from_any_item(kept))
             else:
-                return DeleteOutcome(True, schema.from_item(response.get("Attributes", {})))
+                return DeleteOutcome(True, self._from_any_item(response.get("Attributes", {})))
         # The endpoint did not send the kept item back: read it.
-        return DeleteOutcome(False, self.get(idempotency_key, fetch_large_result=False))
+        return DeleteOutcome(False, self.inspect(idempotency_key))
 
     def release_if_stuck(self, seen: IdempotencyRecord, *, cutoff_ms: int) -> bool:
         """Delete ``seen`` if it is still the same IN_PROGRESS claim, with a lease that ended.
 
-        Fenced on ``seen``'s owner and on its lease ending before ``cutoff_ms`` (without a lease
-        end: its expiration), so an owner that claimed the key since ``seen`` was read is never
-        touched.
+        Fenced on ``seen``'s owner (a Powertools claim has none) and on its lease ending before
+        ``cutoff_ms`` (without a lease end: its expiration), so an owner that claimed the key
+        since ``seen`` was read is never touched. The status may be either spelling: a claim
+        that changes the item changes its owner or its lease too.
 
         Returns:
             False when the record changed since it was read, or its lease is live.
         """
-        condition = self._schema.owned_by(seen.owner)
+        schema = self._schema
         names = {
-            **condition["ExpressionAttributeNames"],
-            "#lease": self._schema.in_progress_expiry_attr,
+            "#status": schema.status_attr,
+            "#owner": schema.owner_attr,
+            "#lease": schema.in_progress_expiry_attr,
         }
-        values = dict(condition["ExpressionAttributeValues"])
+        values: dict[str, Any] = dict(_IN_PROGRESS_VALUES)
+        owner = "attribute_not_exists(#owner)"
+        if seen.owner is not None:
+            owner = "#owner = :owner"
+            values[":owner"] = {"S": seen.owner}
         if seen.in_progress_expiry_timestamp is not None:
             values[":cutoff_ms"] = {"N": str(cutoff_ms)}
             lease = "#lease < :cutoff_ms"
         else:
-            names["#expiry"] = self._schema.expiry_attr
+            names["#expiry"] = schema.expiry_attr
             values[":cutoff_s"] = {"N": str(cutoff_ms // 1000)}
             lease = "attribute_not_exists(#lease) AND #expiry < :cutoff_s"
         with self._request("DeleteItem") as client:
             try:
                 client.delete_item(
                     TableName=self.table_name,
-                    Key=self._schema.key(seen.idempotency_key),
-                    ConditionExpression=f"{condition['ConditionExpression']} AND {lease}",
+                    Key=schema.key(seen.idempotency_key),
+                    ConditionExpression=f"{_IS_IN_PROGRESS} AND {owner} AND {lease}",
                     ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values,
                 )
             except client.exceptions.ConditionalCheckFailedException:
                 return False
         return True
+
+    def _from_any_item(self, item: ReadItem) -> IdempotencyRecord:
+        """Return the record an item of either format holds (see `ItemSchema.from_item`)."""
+        schema = self._schema
+        stored = (item.get(schema.status_attr) or {}).get("S")
+        if stored in IN_PROGRESS_SPELLINGS and stored != schema.in_progress_value:
+            schema = replace(schema, in_progress_value=stored)
+        return schema.from_item(item)
 
     def _scan_arguments(self, prefix: str | None, page_size: int | None) -> dict[str, Any]:
         """Return the first ``Scan`` (simple key) or ``Query`` (composite key) of a read."""
@@ -208,12 +247,11 @@ class OperatorMethods:
             "#expiry": schema.expiry_attr,
         }
         return {
-            "ConditionExpression": condition
-            + " AND (#status <> :in_progress OR #lease < :cutoff_ms"
-            " OR (attribute_not_exists(#lease) AND #expiry < :cutoff_s))",
+            "ConditionExpression": f"{condition} AND (NOT ({_IS_IN_PROGRESS})"
+            " OR #lease < :cutoff_ms OR (attribute_not_exists(#lease) AND #expiry < :cutoff_s))",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {
-                ":in_progress": {"S": schema.in_progress_value},
+                **_IN_PROGRESS_VALUES,
                 ":cutoff_ms": {"N": str(live_cutoff_ms)},
                 ":cutoff_s": {"N": str(live_cutoff_ms // 1000)},
             },
