@@ -21,9 +21,11 @@ The event source mapping must enable `ReportBatchItemFailures`. The batch handle
 `async def` record handler works too (the batch handler stays synchronous). Bad options raise
 `IdempotencyConfigError` at decoration time.
 
-- **Key**: the message id, so a redelivered message replays; `event_key_jmespath` reads the raw
-  record instead, so two messages with the same business key run once. Records of one batch with
-  the same key run one after the other, and the later ones replay the first one's result.
+- **Key**: the queue (`eventSourceARN`) and the message id, so a redelivered message replays;
+  `event_key_jmespath` reads the raw record instead, so two messages with the same business key
+  run once. Either way the key is scoped to the queue: the same order id from two queues runs
+  twice, unless `source_scope="shared"`. Records of one batch with the same key run one after
+  the other, and the later ones replay the first one's result.
 - **One read**: before any record runs, every key is read at once when the store can
   (`BatchReadStore`), unless every message's `ApproximateReceiveCount` is 1; records already
   COMPLETED replay from that read.
@@ -170,6 +172,7 @@ def idempotent_sqs_handler(
     key_prefix: str | None = None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: SQSRecord, context)`` into an idempotent SQS batch handler.
 
@@ -179,6 +182,8 @@ def idempotent_sqs_handler(
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
         max_concurrency: Records (FIFO: message groups) run at once; 1 runs them in turn.
         time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
+        source_scope: ``"source"`` scopes keys to the queue; ``"shared"`` shares them
+            across queues (see the module docstring).
     """
     return batch_decorator(
         SQS_SOURCE,
@@ -187,6 +192,7 @@ def idempotent_sqs_handler(
         key_prefix=key_prefix,
         max_concurrency=max_concurrency,
         time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
     )
 
 
