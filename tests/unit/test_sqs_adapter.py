@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import (
-    IdempotencyConfigError,
     IdempotencyConfig,
+    IdempotencyConfigError,
     IdempotencyRecord,
     IdempotencyUnstorableResultError,
     InMemoryPersistenceLayer,
