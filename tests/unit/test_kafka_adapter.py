@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
+import json
 import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda._identity import digest
@@ -286,3 +290,27 @@ def test_event_without_a_records_map_raises_the_typed_error(
     """An event that is not a Kafka batch is not answered with a partial response."""
     with pytest.raises(MalformedEventError, match="kafka"):
         make(idempotency_store, Calls())(event, None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    partitions=st.lists(st.integers(min_value=0, max_value=3), max_size=30),
+    fail=st.sets(st.integers(min_value=0, max_value=29)),
+)
+def test_answer_is_each_partition_from_its_first_failure_whatever_the_concurrency(
+    partitions: list[int], fail: set[int]
+) -> None:
+    """Whatever fails, 8 lanes report what one lane reports: per partition, from its first
+    failure on; partitions without a failure are not reported."""
+    event = event_of(*((p, {"n": n}) for n, p in enumerate(partitions)))
+    answers = [
+        failed(make(InMemoryPersistenceLayer(), Calls(fail), max_concurrency=c)(event, None))
+        for c in (1, 8)
+    ]
+    assert answers[0] == answers[1]
+    expected = []
+    for records in event["records"].values():
+        ns = [json.loads(base64.b64decode(r["value"]))["n"] for r in records]
+        first = next((i for i, n in enumerate(ns) if n in fail), len(ns))
+        expected.extend(item(r) for r in records[first:])
+    assert expected == answers[1]

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda._identity import digest
@@ -276,3 +278,26 @@ def test_event_without_records_raises_the_typed_error(
     """An event that is not a batch is not answered with a partial response."""
     with pytest.raises(MalformedEventError, match="kinesis"):
         make(idempotency_store, Calls())(event, None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    keys=st.lists(st.sampled_from("abcde"), max_size=30),
+    fail=st.sets(st.integers(min_value=0, max_value=29)),
+)
+def test_answer_is_every_record_from_the_first_failure_whatever_the_concurrency(
+    keys: list[str], fail: set[int]
+) -> None:
+    """Whatever fails, 8 lanes report what one lane reports: every record from the first failure."""
+    batch = records(*((key, {"n": n}) for n, key in enumerate(keys)))
+    answers = [
+        failed(
+            make(InMemoryPersistenceLayer(), Calls(fail), max_concurrency=c)(
+                {"Records": batch}, None
+            )
+        )
+        for c in (1, 8)
+    ]
+    assert answers[0] == answers[1]
+    first = min(fail & set(range(len(keys))), default=len(keys))
+    assert [sequence(record) for record in batch[first:]] == answers[1]
