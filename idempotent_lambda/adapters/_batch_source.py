@@ -11,6 +11,9 @@ runs once. Missing key material stays missing (it is never wrapped), so
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
@@ -18,9 +21,21 @@ from typing import Any, Generic, TypeVar, cast
 from idempotent_lambda._identity import is_missing
 from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
 from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyConfigError, MalformedEventError
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    MalformedEventError,
+    MalformedRecordError,
+)
 
-__all__ = ["SOURCE_SCOPES", "BatchSource", "at", "check_source_scope", "records_list"]
+__all__ = [
+    "SOURCE_SCOPES",
+    "BatchSource",
+    "at",
+    "base64_field",
+    "check_source_scope",
+    "records_list",
+    "time_field",
+]
 
 RecordT = TypeVar("RecordT")
 Raw = Mapping[str, Any]
@@ -70,6 +85,38 @@ def check_source_scope(source_scope: object) -> bool:
     if not isinstance(source_scope, str) or source_scope not in SOURCE_SCOPES:
         raise IdempotencyConfigError('source_scope must be "source" or "shared"')
     return source_scope == "shared"
+
+
+def base64_field(value: object, what: str) -> bytes | None:
+    """Decode a record's base64 field; None stays None.
+
+    Raises:
+        MalformedRecordError: ``what`` (say "Kafka record whose key") is not base64 text.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedRecordError(f"{what} is not base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise MalformedRecordError(f"{what} is not base64") from exc
+
+
+def time_field(value: object, what: str, *, per_second: int = 1) -> datetime.datetime | None:
+    """Turn a record's epoch time (``per_second`` units a second) into UTC; None stays None.
+
+    Raises:
+        MalformedRecordError: ``what`` is not a number, or not a time.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedRecordError(f"{what} is not a number")
+    try:
+        return datetime.datetime.fromtimestamp(value / per_second, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise MalformedRecordError(f"{what} is not a possible time") from exc
 
 
 def _independent(raw: Raw) -> Hashable | None:

@@ -57,6 +57,7 @@ from idempotent_lambda.adapters._batch import (
     at,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import time_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -163,7 +164,10 @@ class DynamoDBStreamRecord:
             keys=keys,
             new_image=_image(change.get("NewImage"), "NewImage"),
             old_image=_image(change.get("OldImage"), "OldImage"),
-            approximate_creation_time=_created(change.get("ApproximateCreationDateTime")),
+            approximate_creation_time=time_field(
+                change.get("ApproximateCreationDateTime"),
+                "stream record whose ApproximateCreationDateTime",
+            ),
             stream_view_type=view,
             is_ttl_removal=is_ttl,
             event_source_arn=arn,
@@ -221,19 +225,6 @@ def _image(value: Any, name: str) -> dict[str, Any] | None:
         raise MalformedRecordError(
             f"stream record whose {name} does not decode: {type(exc).__name__}"
         ) from exc
-
-
-def _created(value: Any) -> datetime.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MalformedRecordError(
-            "stream record whose ApproximateCreationDateTime is not a number"
-        )
-    try:
-        return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError) as exc:
-        raise MalformedRecordError("stream record with an impossible creation time") from exc
 
 
 @functools.cache

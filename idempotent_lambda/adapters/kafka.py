@@ -36,8 +36,6 @@ decoration time.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import json
 from collections.abc import Callable, Hashable, Mapping
@@ -50,6 +48,7 @@ from idempotent_lambda.adapters._batch import (
     BatchSource,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import base64_field, time_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -153,10 +152,12 @@ class KafkaRecord:
             topic=topic,
             partition=partition,
             offset=offset,
-            timestamp=_timestamp(raw.get("timestamp")),
+            timestamp=time_field(
+                raw.get("timestamp"), "Kafka record whose timestamp", per_second=1000
+            ),
             timestamp_type=kind,
-            key=_decoded(raw.get("key"), "key"),
-            value=_decoded(raw.get("value"), "value"),
+            key=base64_field(raw.get("key"), "Kafka record whose key"),
+            value=base64_field(raw.get("value"), "Kafka record whose value"),
             headers=_headers(raw.get("headers")),
             raw=raw,
         )
@@ -214,17 +215,6 @@ def _position(raw: Mapping[str, Any]) -> tuple[str, int, int] | None:
     return topic, cast(int, partition), cast(int, offset)
 
 
-def _decoded(value: Any, name: str) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MalformedRecordError(f"Kafka record whose {name} is not base64 text")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise MalformedRecordError(f"Kafka record whose {name} is not base64") from exc
-
-
 def _headers(raw: Any) -> tuple[tuple[str, bytes], ...]:
     """Decode Lambda's headers: a list of ``{name: [byte, ...]}`` maps."""
     if raw is None:
@@ -238,17 +228,6 @@ def _headers(raw: Any) -> tuple[tuple[str, bytes], ...]:
         return tuple((str(name), bytes(value)) for name, value in pairs)
     except (TypeError, ValueError) as exc:  # not integers in 0..255
         raise MalformedRecordError("Kafka record with a header that is not bytes") from exc
-
-
-def _timestamp(value: Any) -> datetime.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MalformedRecordError("Kafka record whose timestamp is not a number")
-    try:
-        return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError) as exc:
-        raise MalformedRecordError("Kafka record with an impossible timestamp") from exc
 
 
 def _identifier(raw: Mapping[str, Any]) -> str | None:

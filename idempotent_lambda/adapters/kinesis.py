@@ -34,8 +34,6 @@ handler works too. Bad options raise `IdempotencyConfigError` at decoration time
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import json
 from collections.abc import Callable, Hashable, Mapping
@@ -52,6 +50,7 @@ from idempotent_lambda.adapters._batch import (
     at,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import base64_field, time_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -126,10 +125,13 @@ class KinesisRecord:
         if not isinstance(event_id, str) or not isinstance(arn, str | None):
             raise MalformedRecordError("Kinesis record without an eventID, or a non-string ARN")
         return cls(
-            data=_decoded(kinesis.get("data")),
+            data=_data(kinesis.get("data")),
             partition_key=partition_key,
             sequence_number=sequence_number,
-            approximate_arrival_time=_arrival(kinesis.get("approximateArrivalTimestamp")),
+            approximate_arrival_time=time_field(
+                kinesis.get("approximateArrivalTimestamp"),
+                "Kinesis record whose approximateArrivalTimestamp",
+            ),
             event_id=event_id,
             event_source_arn=arn,
             raw=raw,
@@ -167,26 +169,11 @@ def idempotent_kinesis_handler(
     )
 
 
-def _decoded(data: Any) -> bytes:
-    if not isinstance(data, str):
-        raise MalformedRecordError("Kinesis record whose data is missing or not a string")
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise MalformedRecordError("Kinesis record whose data is not base64") from exc
-
-
-def _arrival(value: Any) -> datetime.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MalformedRecordError(
-            "Kinesis record whose approximateArrivalTimestamp is not a number"
-        )
-    try:
-        return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError) as exc:
-        raise MalformedRecordError("Kinesis record with an impossible arrival time") from exc
+def _data(value: Any) -> bytes:
+    data = base64_field(value, "Kinesis record whose data")
+    if data is None:
+        raise MalformedRecordError("Kinesis record without data")
+    return data
 
 
 _sequence_number = at("kinesis", "sequenceNumber")

@@ -40,8 +40,6 @@ The event source mapping must enable `ReportBatchItemFailures`. The batch handle
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +55,7 @@ from idempotent_lambda.adapters._batch import (
     at,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import base64_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -218,20 +217,9 @@ def _message_attributes(raw: Any) -> dict[str, SQSMessageAttribute]:
         attributes[name] = SQSMessageAttribute(
             data_type=data_type,
             string_value=string_value,
-            binary_value=_base64(binary_value),
+            binary_value=base64_field(binary_value, "SQS record with a binary attribute that"),
         )
     return attributes
-
-
-def _base64(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MalformedRecordError("SQS record with a binary attribute that is not base64 text")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise MalformedRecordError("SQS record with a binary attribute that is not base64") from exc
 
 
 def _chain(raw: Mapping[str, Any]) -> Hashable | None:
