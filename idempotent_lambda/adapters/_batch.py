@@ -50,13 +50,7 @@ from idempotent_lambda.adapters._batch_lanes import (
     run_lanes_async,
     unique,
 )
-from idempotent_lambda.adapters._batch_source import (
-    SOURCE_SCOPES,
-    BatchSource,
-    at,
-    check_source_scope,
-    records_list,
-)
+from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
@@ -70,14 +64,12 @@ from idempotent_lambda.serialization import resolve_serializer
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
-    "SOURCE_SCOPES",
     "BatchHandler",
     "BatchItemFailure",
     "BatchSource",
     "PartialBatchResponse",
     "at",
     "batch_decorator",
-    "records_list",
 ]
 
 RecordT = TypeVar("RecordT")
