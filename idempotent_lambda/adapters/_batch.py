@@ -15,27 +15,18 @@ each through the engine and answers with Lambda's partial batch response,
   margin the rest of the batch is reported instead of Lambda killing it mid-record.
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
   the batch may be a redelivery; COMPLETED records replay from that read.
+- A record's key is scoped to its source (queue, stream, cluster) unless the adapter is told
+  `source_scope="shared"`; see `idempotent_lambda.adapters._batch_source`.
 
-A new source declares what sets it apart, and its adapter calls `batch_decorator` with it:
-
-```python
-SOURCE = BatchSource(
-    name="kinesis",
-    parse=KinesisRecord.from_raw,
-    identifier=at("kinesis", "sequenceNumber"),
-    default_key=at("kinesis", "sequenceNumber"),
-    chain=at("kinesis", "partitionKey"),
-    checkpoint=True,
-)
-```
+A new source declares what sets it apart in a `BatchSource`, and its adapter calls
+`batch_decorator` with it: `idempotent_lambda.adapters.kinesis` is one, in full.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from idempotent_lambda._effects import TrackedBody
@@ -52,19 +43,18 @@ from idempotent_lambda.adapters._batch_lanes import (
     BatchItemFailure,
     BatchProgress,
     PartialBatchResponse,
-    partial_response,
     plan_lanes,
     run_coroutine,
     run_lanes,
     run_lanes_async,
     unique,
 )
+from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyPersistenceLayerError,
     IdempotencyUnstorableResultError,
-    MalformedEventError,
 )
 from idempotent_lambda.persistence.protocol import BatchReadStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -98,84 +88,6 @@ BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
 
 
-def at(*path: str) -> Callable[[Raw], Any]:
-    """Return a reader of the value at ``path`` in a raw record; None where a step is missing."""
-
-    def read(raw: Raw) -> Any:
-        value: Any = raw
-        for name in path:
-            if not isinstance(value, Mapping):
-                return None
-            value = value.get(name)
-        return value
-
-    return read
-
-
-def _independent(raw: Raw) -> Hashable | None:
-    return None
-
-
-def records_list(event: Any, source: str) -> list[Any]:
-    """Return the event's ``Records`` list.
-
-    Raises:
-        MalformedEventError: The event is not a mapping with a ``Records`` list.
-    """
-    if not isinstance(event, Mapping):
-        found = f"a {type(event).__name__}"
-    else:
-        records = event.get("Records")
-        if isinstance(records, list):
-            return records
-        found = "no Records" if records is None else f"Records of type {type(records).__name__}"
-    raise MalformedEventError(
-        f"a {source} batch handler needs an event with a Records list, got {found}"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSource(Generic[RecordT]):
-    """What sets one event source apart from another: all a new batch adapter declares.
-
-    Attributes:
-        name: Source name in log lines (``"sqs"``, ``"dynamodb_stream"``).
-        parse: Raw record -> the typed record the handler receives; raises `MalformedRecordError`.
-        identifier: Raw record -> its ``itemIdentifier``; a record without a non-empty string
-            cannot be reported alone, so its batch is reported failed whole.
-        default_key: Raw record -> key material when ``event_key_jmespath`` is empty.
-        chain: Raw record -> its chain (records that run in order, and stop at a failure);
-            None: independent.
-        checkpoint: Lambda resumes from the lowest failed record (a stream): every record from
-            the first failure on is reported, and a record whose chain is None puts the whole
-            batch in one chain.
-        first_delivery: Raw record -> True when it is surely delivered for the first time; a
-            batch of such records skips the up-front read. None: always read.
-        records: ``(event, name)`` -> the raw records; raises `MalformedEventError`.
-    """
-
-    name: str
-    parse: Callable[[Raw], RecordT]
-    identifier: Callable[[Raw], object]
-    default_key: Callable[[Raw], Any]
-    chain: Callable[[Raw], Hashable | None] = _independent
-    checkpoint: bool = False
-    first_delivery: Callable[[Raw], bool] | None = None
-    records: Callable[[Any, str], list[Any]] = records_list
-
-    def identify(self, raw: object) -> str | None:
-        """Return a raw record's ``itemIdentifier``; None when it has none."""
-        found = self.identifier(raw) if isinstance(raw, Mapping) else None
-        return found if isinstance(found, str) and found else None
-
-    def chains(self, records: list[Raw]) -> list[Hashable | None]:
-        """Return each record's chain."""
-        chains = [self.chain(raw) for raw in records]
-        if self.checkpoint and None in chains:
-            return ["batch"] * len(records)  # nothing is known of what it orders against
-        return chains
-
-
 def batch_decorator(
     source: BatchSource[RecordT],
     *,
@@ -184,6 +96,7 @@ def batch_decorator(
     key_prefix: str | None,
     max_concurrency: int,
     time_safety_margin_ms: int,
+    source_scope: str,
 ) -> Callable[[Callable[[RecordT, Any], object]], BatchHandler]:
     """Check a batch adapter's options and return the decorator of per-record handlers.
 
@@ -191,6 +104,7 @@ def batch_decorator(
         IdempotencyConfigError: An option is unusable (at decoration time).
     """
     entry = Entry(persistence_store, config, key_prefix)
+    shared = check_source_scope(source_scope)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
         raise IdempotencyConfigError("max_concurrency must be an integer >= 1")
     if max_concurrency < 1:
@@ -202,7 +116,14 @@ def batch_decorator(
     def decorate(function: Callable[[RecordT, Any], object]) -> BatchHandler:
         if not callable(function):
             raise IdempotencyConfigError("the decorated record handler must be callable")
-        handler = _BatchHandler(source, function, entry, max_concurrency, margin)
+        handler = _BatchHandler(
+            source,
+            function,
+            entry,
+            max_concurrency=max_concurrency,
+            margin_ms=margin,
+            shared=shared,
+        )
 
         @functools.wraps(function)
         def batch_handler(event: Any, context: Any = None) -> PartialBatchResponse:
@@ -221,10 +142,13 @@ class _BatchHandler(Generic[RecordT]):
         source: BatchSource[RecordT],
         function: Callable[[RecordT, Any], object],
         entry: Entry,
+        *,
         max_concurrency: int,
         margin_ms: int,
+        shared: bool,
     ) -> None:
         self.source = source
+        self.shared = shared
         self.function = function
         self.is_async = is_async(function)
         self.prefix = entry.prefix(function)
@@ -246,26 +170,31 @@ class _BatchHandler(Generic[RecordT]):
                 source.name,
                 ",".join(missing),
             )
-            return partial_response(unique(i for i in identifiers if i is not None))
+            return source.answer(records, unique(i for i in identifiers if i is not None))
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
         try:
-            return self._run(records, [i for i in identifiers if i is not None], context, bound)
+            ids = [i for i in identifiers if i is not None]
+            return source.answer(records, self._run(event, records, ids, context, bound))
         finally:
             current_lambda_context.reset(token)
 
     def _run(
         self,
+        event: Any,
         records: list[Raw],
         identifiers: list[str],
         context: Any,
         bound: LambdaContextLike | None,
-    ) -> PartialBatchResponse:
+    ) -> list[str]:
+        """Run the batch's records; return the identifiers of those to retry."""
         disabled = idempotency_disabled()  # one decision for the whole batch
         if disabled:
             self.call.note(Outcome.DISABLED)
         prefix = self.prefix()
-        runs = [_Record(self, raw, context, prefix, disabled) for raw in records]
+        runs = [
+            _Record(self, event, raw, context, prefix=prefix, disabled=disabled) for raw in records
+        ]
         keys = [run.key() for run in runs]
         chains = self.source.chains(records)
         lanes = plan_lanes(chains, keys)
@@ -300,7 +229,7 @@ class _BatchHandler(Generic[RecordT]):
             run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
             waiting = [lane for lane, replay in pairs if not replay]
             run_lanes(waiting, self.max_concurrency, run_record)
-        return partial_response(progress.failed_identifiers())
+        return progress.failed_identifiers()
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
@@ -329,16 +258,24 @@ class _BatchHandler(Generic[RecordT]):
 class _Record(Generic[RecordT]):
     """One record's run: parsed once, when its identity or its handler first needs it.
 
-    Key material is extracted once (``event_key_jmespath`` and ``payload_validation_jmespath``
-    on the raw record, else the source's default key); the invocation itself (owner, lease,
-    clock reading) is built when the record starts. Without an identity (no key material,
-    ``IDEMPOTENCY_DISABLED``) the handler runs unrecorded, inside a transaction all the same.
+    Key material is extracted once (see `BatchSource.key_material`); the invocation itself
+    (owner, lease, clock reading) is built when the record starts. Without an identity (no key
+    material, ``IDEMPOTENCY_DISABLED``) the handler runs unrecorded, inside a transaction all
+    the same.
     """
 
     def __init__(
-        self, batch: _BatchHandler[RecordT], raw: Raw, context: Any, prefix: str, disabled: bool
+        self,
+        batch: _BatchHandler[RecordT],
+        event: Any,
+        raw: Raw,
+        context: Any,
+        *,
+        prefix: str,
+        disabled: bool,
     ) -> None:
         self.batch = batch
+        self.event = event
         self.raw = raw
         self.context = context
         self.prefix = prefix
@@ -371,16 +308,13 @@ class _Record(Generic[RecordT]):
 
     def derive(self, lease: LambdaContextLike | None) -> Invocation | None:
         """Return the record's identity (None: run without idempotency)."""
-        config = self.batch.config
+        batch = self.batch
+        config = batch.config
         if self._material is None:
             self.parsed()  # a malformed record fails before anything is claimed
-            extracted = config.extract(self.raw)
-            key = (
-                extracted.key
-                if config.event_key_jmespath
-                else self.batch.source.default_key(self.raw)
+            self._material = batch.source.key_material(
+                self.event, self.raw, config, shared=batch.shared
             )
-            self._material = (key, extracted.validation)
         material, validated = self._material
         return build_invocation(
             config,

@@ -24,7 +24,8 @@ Bad options raise `IdempotencyConfigError` at decoration time.
 
 - **Key**: the table (from `eventSourceARN`), the item keys and the sequence number, so a re-read
   record replays; `event_key_jmespath` reads the raw record instead (for instance
-  `"dynamodb.NewImage.version.N"` together with the keys).
+  `"dynamodb.NewImage.version.N"` together with the keys). Either way the key is scoped to the
+  table, unless `source_scope="shared"`.
 - **Order**: the records of one item (same `Keys`) run in sequence order; different items run
   concurrently (`max_concurrency`). Once a record fails (malformed, key error, in progress
   elsewhere, store error, handler raised), the item's later records do not start. Lambda resumes
@@ -56,6 +57,7 @@ from idempotent_lambda.adapters._batch import (
     at,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import time_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -162,7 +164,10 @@ class DynamoDBStreamRecord:
             keys=keys,
             new_image=_image(change.get("NewImage"), "NewImage"),
             old_image=_image(change.get("OldImage"), "OldImage"),
-            approximate_creation_time=_created(change.get("ApproximateCreationDateTime")),
+            approximate_creation_time=time_field(
+                change.get("ApproximateCreationDateTime"),
+                "stream record whose ApproximateCreationDateTime",
+            ),
             stream_view_type=view,
             is_ttl_removal=is_ttl,
             event_source_arn=arn,
@@ -177,6 +182,7 @@ def idempotent_stream_handler(
     key_prefix: str | None = None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[DynamoDBStreamRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: DynamoDBStreamRecord, context)`` into a stream batch handler.
 
@@ -186,6 +192,8 @@ def idempotent_stream_handler(
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
         max_concurrency: Items run at once; 1 runs the batch one record at a time.
         time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
+        source_scope: ``"source"`` scopes keys to the table; ``"shared"`` shares them
+            across tables (see the module docstring).
     """
     return batch_decorator(
         STREAM_SOURCE,
@@ -194,6 +202,7 @@ def idempotent_stream_handler(
         key_prefix=key_prefix,
         max_concurrency=max_concurrency,
         time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
     )
 
 
@@ -216,19 +225,6 @@ def _image(value: Any, name: str) -> dict[str, Any] | None:
         raise MalformedRecordError(
             f"stream record whose {name} does not decode: {type(exc).__name__}"
         ) from exc
-
-
-def _created(value: Any) -> datetime.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MalformedRecordError(
-            "stream record whose ApproximateCreationDateTime is not a number"
-        )
-    try:
-        return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError) as exc:
-        raise MalformedRecordError("stream record with an impossible creation time") from exc
 
 
 @functools.cache
@@ -261,11 +257,12 @@ def _deserializer() -> Any:
 
 def _default_key(raw: Mapping[str, Any]) -> Any:
     change = raw["dynamodb"]
-    return {
-        "table": table_arn(raw.get("eventSourceARN")),
-        "keys": change.get("Keys"),
-        "sequence_number": change["SequenceNumber"],
-    }
+    return {"keys": change.get("Keys"), "sequence_number": change["SequenceNumber"]}
+
+
+def _table(event: Any, raw: Mapping[str, Any]) -> str | None:
+    """Scope keys to the table: a stream re-enabled under a new label keeps its key space."""
+    return table_arn(raw.get("eventSourceARN"))
 
 
 def _item(raw: Mapping[str, Any]) -> str | None:
@@ -284,6 +281,7 @@ STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
     parse=DynamoDBStreamRecord.from_raw,
     identifier=at("dynamodb", "SequenceNumber"),
     default_key=_default_key,
+    scope=_table,
     chain=_item,
     checkpoint=True,  # streams carry no redelivery hint: a retried shard resends its tail
 )

@@ -21,9 +21,11 @@ The event source mapping must enable `ReportBatchItemFailures`. The batch handle
 `async def` record handler works too (the batch handler stays synchronous). Bad options raise
 `IdempotencyConfigError` at decoration time.
 
-- **Key**: the message id, so a redelivered message replays; `event_key_jmespath` reads the raw
-  record instead, so two messages with the same business key run once. Records of one batch with
-  the same key run one after the other, and the later ones replay the first one's result.
+- **Key**: the queue (`eventSourceARN`) and the message id, so a redelivered message replays;
+  `event_key_jmespath` reads the raw record instead, so two messages with the same business key
+  run once. Either way the key is scoped to the queue: the same order id from two queues runs
+  twice, unless `source_scope="shared"`. Records of one batch with the same key run one after
+  the other, and the later ones replay the first one's result.
 - **One read**: before any record runs, every key is read at once when the store can
   (`BatchReadStore`), unless every message's `ApproximateReceiveCount` is 1; records already
   COMPLETED replay from that read.
@@ -38,8 +40,6 @@ The event source mapping must enable `ReportBatchItemFailures`. The batch handle
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +55,7 @@ from idempotent_lambda.adapters._batch import (
     at,
     batch_decorator,
 )
+from idempotent_lambda.adapters._batch_source import base64_field
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -170,6 +171,7 @@ def idempotent_sqs_handler(
     key_prefix: str | None = None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: SQSRecord, context)`` into an idempotent SQS batch handler.
 
@@ -179,6 +181,8 @@ def idempotent_sqs_handler(
         key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
         max_concurrency: Records (FIFO: message groups) run at once; 1 runs them in turn.
         time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
+        source_scope: ``"source"`` scopes keys to the queue; ``"shared"`` shares them
+            across queues (see the module docstring).
     """
     return batch_decorator(
         SQS_SOURCE,
@@ -187,6 +191,7 @@ def idempotent_sqs_handler(
         key_prefix=key_prefix,
         max_concurrency=max_concurrency,
         time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
     )
 
 
@@ -212,20 +217,9 @@ def _message_attributes(raw: Any) -> dict[str, SQSMessageAttribute]:
         attributes[name] = SQSMessageAttribute(
             data_type=data_type,
             string_value=string_value,
-            binary_value=_base64(binary_value),
+            binary_value=base64_field(binary_value, "SQS record with a binary attribute that"),
         )
     return attributes
-
-
-def _base64(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MalformedRecordError("SQS record with a binary attribute that is not base64 text")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise MalformedRecordError("SQS record with a binary attribute that is not base64") from exc
 
 
 def _chain(raw: Mapping[str, Any]) -> Hashable | None:

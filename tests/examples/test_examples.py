@@ -31,10 +31,18 @@ from unittest.mock import ANY
 
 import boto3
 import pytest
+import yaml
 
 from idempotent_lambda import IdempotencyValidationError
 from idempotent_lambda.exceptions import IdempotencyTransactionConflictError
-from idempotent_lambda.testing import FakeLambdaContext, create_idempotency_table
+from idempotent_lambda.testing import (
+    FakeLambdaContext,
+    KafkaRecordFields,
+    KinesisRecordFields,
+    create_idempotency_table,
+    kafka_event,
+    kinesis_event,
+)
 from idempotent_lambda.testing import sqs_event as sqs_batch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -219,6 +227,60 @@ def run_send_welcome(module: ModuleType) -> None:
     assert [("ana@example.com",)] == module.send_welcome.args
 
 
+def run_count_clicks(module: ModuleType) -> None:
+    module.add_click = Calls()
+    users = [f"user-{event_id()}" for _ in range(2)]
+    fields = [
+        KinesisRecordFields(partition_key=users[n % 2], data={"page": f"/p{n}"}) for n in range(6)
+    ]
+    event = kinesis_event(records=fields)
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())  # resent
+    for n, user in enumerate(users):  # once each, and in order per user
+        assert [(user, f"/p{p}") for p in range(n, 6, 2)] == [
+            args for args in module.add_click.args if args[0] == user
+        ]
+
+
+def run_ship_orders(module: ModuleType) -> None:
+    module.ship = Calls(lambda order_id, address: f"shp_{order_id}")
+    first, second = event_id(), event_id()
+    orders = [(0, first), (1, second), (1, first)]  # a producer's duplicate, on partition 1
+    fields = [
+        KafkaRecordFields(partition=p, value={"order_id": o, "address": "1 Main St"})
+        for p, o in orders
+    ]
+    event = kafka_event(records=fields)
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
+    assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())  # resent
+    assert sorted([(first, "1 Main St"), (second, "1 Main St")]) == sorted(module.ship.args)
+
+
+def s3_notification(key: str, sequencer: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "bucket": {"name": "photos", "arn": "arn:aws:s3:::photos"},
+                    "object": {"key": key, "size": 1024, "sequencer": sequencer},
+                },
+            }
+        ]
+    }
+
+
+def run_thumbnails(module: ModuleType) -> None:
+    module.make_thumbnail = Calls(lambda bucket, key: f"thumbnails/{key}")
+    key = f"{event_id()}.jpg"
+    first = module.handler(s3_notification(key, "0055AED6DCD90281E5"), FakeLambdaContext())
+    assert first == module.handler(s3_notification(key, "0055AED6DCD90281E5"), None)  # repeated
+    module.handler(s3_notification(key, "0055AED6DCD90281E9"), FakeLambdaContext())  # new version
+    assert [("photos", key), ("photos", key)] == module.make_thumbnail.args
+
+
 def run_testing_payments(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IDEMPOTENCY_TABLE", "IdempotencyTable")  # read when it is imported
     module = load_example(module_path.relative_to(EXAMPLES).as_posix())
@@ -400,6 +462,9 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "sqs/process_payments.py": run_process_payments,
     "sqs/concurrent_batch.py": run_concurrent_batch,
     "streams/send_welcome.py": run_send_welcome,
+    "kinesis/count_clicks.py": run_count_clicks,
+    "kafka/ship_orders.py": run_ship_orders,
+    "event_keys/thumbnails.py": run_thumbnails,
     "testing/payments.py": run_testing_payments,
     "production/emf_metrics.py": run_emf_metrics,
     "production/powertools_metrics.py": run_powertools_metrics,
@@ -459,6 +524,25 @@ def test_example_test_module_passes(relative: str) -> None:
     assert 0 == result.returncode, result.stdout + result.stderr
     assert " passed" in result.stdout
     assert " failed" not in result.stdout
+
+
+@pytest.mark.parametrize("relative", ["kinesis/mapping.yaml", "kafka/mapping.yaml"])
+def test_example_mapping_reports_partial_batches_and_bounds_retries(relative: str) -> None:
+    """The mappings shown on the adapter pages turn on partial responses and bound retries."""
+    from samples.local_stack import CloudFormationLoader
+
+    with (EXAMPLES / relative).open(encoding="utf-8") as stream:
+        template = yaml.load(stream, Loader=CloudFormationLoader)
+    (mapping,) = template["Resources"].values()
+    properties = mapping["Properties"]
+    assert "AWS::Lambda::EventSourceMapping" == mapping["Type"]
+    assert ["ReportBatchItemFailures"] == properties["FunctionResponseTypes"]
+    assert properties["BisectBatchOnFunctionError"] is True
+    assert 0 <= properties["MaximumRetryAttempts"] <= 10_000
+    assert 60 <= properties["MaximumRecordAgeInSeconds"] <= 604_800
+    assert "OnFailure" in properties["DestinationConfig"]
+    shown = "\n".join(page.read_text(encoding="utf-8") for page in DOCS.rglob("*.md"))
+    assert f'--8<-- "examples/{relative}"' in shown
 
 
 def test_every_example_is_run() -> None:

@@ -174,3 +174,21 @@ def test_two_invocations_racing_on_one_batch_execute_each_message_once(
     assert dict.fromkeys(range(20), 1) == dict(executions.per_order)
     left = set(failed(responses[0])) & set(failed(responses[1]))
     assert set() == left
+
+
+def test_one_order_id_from_two_tenants_queues_runs_for_each(
+    dynamodb_store: DynamoDBPersistenceLayer,
+) -> None:
+    """One function on two tenants' queues: tenant A's order 1 never acknowledges tenant B's."""
+    executions = Executions()
+    handler = idempotent_sqs_handler(persistence_store=dynamodb_store, config=BUSINESS_KEY)(
+        executions
+    )
+    tenant_b = "arn:aws:sqs:us-east-1:210987654321:orders"
+    event = {
+        "Records": [message("a-1", {"order_id": 1}), message("b-1", {"order_id": 1}, arn=tenant_b)]
+    }
+    assert [] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
+    assert [] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))  # redelivered: replays
+    assert {1: 2} == dict(executions.per_order)
+    assert ["a-1", "b-1"] == sorted(executions.order)

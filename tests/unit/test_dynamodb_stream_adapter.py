@@ -179,10 +179,10 @@ def test_other_changes_are_not_ttl_removals(
 def test_default_key_is_table_item_keys_and_sequence_number(
     idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
-    """The claim key hashes the table ARN, the raw Keys and the sequence number."""
+    """The claim key hashes the table ARN (its scope), the raw Keys and the sequence number."""
     spy = SpyStore(idempotency_store)
     make(spy, Calls())({"Records": [change(5)]}, lambda_context)
-    material = {"table": TABLE_ARN, "keys": {"Id": {"N": "101"}}, "sequence_number": "5"}
+    material = {"source": TABLE_ARN, "key": {"keys": {"Id": {"N": "101"}}, "sequence_number": "5"}}
     assert f"{PREFIX}#{digest(IdempotencyConfig(), material)}" == spy.claims[0].idempotency_key
 
 
@@ -209,6 +209,20 @@ def test_event_key_jmespath_reads_the_raw_record(
     second["eventID"] = first["eventID"]
     assert [] == failed(make(idempotency_store, calls, config)({"Records": [first, second]}, None))
     assert ["1"] == calls.seen
+
+
+def test_business_key_is_scoped_to_the_table_not_to_the_stream_label(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """One item version from two tables runs twice; from two labels of one table's stream, once."""
+    calls = Calls()
+    config = IdempotencyConfig(event_key_jmespath="[dynamodb.Keys, dynamodb.NewImage.Id.N]")
+    handler = make(idempotency_store, calls, config)
+    relabelled = f"{TABLE_ARN}/stream/2030-01-01T00:00:00.000"
+    other_table = "arn:aws:dynamodb:us-east-1:123456789012:table/Other/stream/2020-01-01T00:00:00"
+    event = {"Records": [change(1), change(2, arn=relabelled), change(3, arn=other_table)]}
+    assert [] == failed(handler(event, lambda_context))
+    assert ["1", "3"] == calls.seen
 
 
 # --- ordering ----------------------------------------------------------------------------------

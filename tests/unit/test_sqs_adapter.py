@@ -15,6 +15,7 @@ import pytest
 
 from idempotent_lambda import (
     IdempotencyConfig,
+    IdempotencyConfigError,
     IdempotencyRecord,
     IdempotencyUnstorableResultError,
     InMemoryPersistenceLayer,
@@ -65,9 +66,11 @@ def failed(response: Mapping[str, Any]) -> list[str]:
     return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
 
 
-def key_of(material: Any, config: IdempotencyConfig | None = None) -> str:
-    """Return the stored key of ``material`` under PREFIX."""
-    return f"{PREFIX}#{digest(config or IdempotencyConfig(), material)}"
+def key_of(
+    material: Any, config: IdempotencyConfig | None = None, *, arn: str = STANDARD_ARN
+) -> str:
+    """Return the stored key of a record's ``material`` from queue ``arn``, under PREFIX."""
+    return f"{PREFIX}#{digest(config or IdempotencyConfig(), {'source': arn, 'key': material})}"
 
 
 @dataclasses.dataclass
@@ -196,10 +199,10 @@ def test_redelivered_batch_replays_every_message_with_one_store_call_each(
     assert [f"m-{n}" for n in range(5)] == sorted(calls.seen)
 
 
-def test_default_key_is_the_message_id(
+def test_default_key_is_the_queue_and_the_message_id(
     idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
-    """Two messages with the same body but different ids both run; keys hash the id."""
+    """Two messages with the same body but different ids both run; keys hash queue and id."""
     spy = SpyStore(idempotency_store)
     calls = Calls()
     make(spy, calls)(batch(message("m-1", "same"), message("m-2", "same")), lambda_context)
@@ -223,6 +226,47 @@ def test_business_key_runs_two_messages_with_one_order_once(
     assert [] == failed(make(idempotency_store, calls, config)(event, lambda_context))
     assert ["m-1"] == calls.seen
     assert ["CLAIMED", "REPLAYED"] == decisions.outcomes
+
+
+def test_one_order_id_from_two_queues_runs_once_per_queue(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """Tenant A's order 1001 does not acknowledge tenant B's: the business key is per queue."""
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+    calls = Calls()
+    handler = make(idempotency_store, calls, config)
+    tenant_b = "arn:aws:sqs:us-east-1:210987654321:orders"
+    assert [] == failed(handler(batch(message("a-1", {"order_id": 1001})), lambda_context))
+    event = batch(message("b-1", {"order_id": 1001}, arn=tenant_b))
+    assert [] == failed(handler(event, lambda_context))
+    assert ["a-1", "b-1"] == calls.seen
+    assert idempotency_store.get(key_of(1001, config)) is not None
+    assert idempotency_store.get(key_of(1001, config, arn=tenant_b)) is not None
+
+
+def test_shared_source_scope_runs_one_order_id_once_across_queues(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """``source_scope="shared"`` keys on the business key alone, whatever the queue."""
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+    calls = Calls()
+    handler = idempotent_sqs_handler(
+        persistence_store=idempotency_store, config=config, key_prefix=PREFIX, source_scope="shared"
+    )(calls)
+    other = "arn:aws:sqs:eu-west-1:123456789012:orders-replica"
+    event = batch(message("a-1", {"order_id": 1001}), message("b-1", {"order_id": 1001}, arn=other))
+    assert [] == failed(handler(event, lambda_context))
+    assert ["a-1"] == calls.seen
+    assert idempotency_store.get(f"{PREFIX}#{digest(config, 1001)}") is not None
+
+
+@pytest.mark.parametrize("scope", ["queue", "", None, 1])
+def test_unknown_source_scope_is_refused_at_decoration(
+    idempotency_store: InMemoryPersistenceLayer, scope: Any
+) -> None:
+    """Only "source" and "shared" are scopes."""
+    with pytest.raises(IdempotencyConfigError, match="source_scope"):
+        idempotent_sqs_handler(persistence_store=idempotency_store, source_scope=scope)
 
 
 def test_handler_return_value_is_what_is_stored(
