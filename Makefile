@@ -72,16 +72,14 @@ $(DYNALITE_STAMP):
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# SITE_CHECK=1 also reads the built pages for what --strict lets through: reStructuredText
-# remnants of docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths
-# written as text (scripts/check_site.py).
-SITE_CHECK ?= 0
-
+# Then the built pages are read for what --strict lets through: reStructuredText remnants of
+# docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths written as text
+# (scripts/check_site.py).
 docs-check: $(DOCS_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
 	echo "mkdocs build --strict: ok" && \
-	if [ "$(SITE_CHECK)" = 1 ]; then $(BIN)/python scripts/check_site.py "$$site"; fi
+	$(BIN)/python scripts/check_site.py "$$site"
 
 # The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
 # by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated

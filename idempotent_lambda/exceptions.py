@@ -1,7 +1,8 @@
 """Errors raised by idempotent_lambda.
 
-Every error the library raises on its own account derives from `IdempotencyError`::
+Every error the library raises on its own account derives from `IdempotencyError`:
 
+```text
     IdempotencyError
     ├── IdempotencyConfigError              bad configuration, raised at decoration/construction
     │   ├── IdempotencyModelTypeError              a serializer's model is not what it takes
@@ -24,6 +25,7 @@ Every error the library raises on its own account derives from `IdempotencyError
     ├── MalformedRecordError                one record of a batch is malformed (never raised out)
     └── IdempotencyTransactionError         business writes cannot commit with the record
         └── IdempotencyTransactionConflictError   a business write's condition failed
+```
 
 Exceptions raised by the decorated function itself are never wrapped: they propagate unchanged.
 

@@ -10,7 +10,7 @@ dead end on the site. Each HTML file's visible text is read block by block (para
 items, table cells, headings), code and preformatted text left out (and links, for paths).
 
 Prints `file:line: what: snippet` for each finding and exits 1; prints a summary and exits 0
-when there is none. `make docs-check SITE_CHECK=1` runs it.
+when there is none. `make docs-check` (part of `make test`) runs it.
 """
 
 from __future__ import annotations

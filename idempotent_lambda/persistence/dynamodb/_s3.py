@@ -1,6 +1,6 @@
 """Results too large for an item, kept in S3: the object first, then the record pointing at it.
 
-The record's ``data`` holds a reference (``{"$s3": {...}}``, see docs/production.md, "Large
+The record's ``data`` holds a reference (``{"$s3": {...}}``, see the production guide, "Large
 results") to an object of the result's zlib-compressed text, one object per completion. A
 reference is followed only into the configured bucket and prefix, no more of the object is read
 than the size the reference declares (and one byte to tell a larger one), and its size and

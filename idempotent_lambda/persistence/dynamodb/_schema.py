@@ -1,6 +1,7 @@
 """A record as a DynamoDB item, and the check that the table is keyed the way the store writes.
 
-The item format is the record format of docs/concepts.md; every attribute name is configurable.
+The item format is the record format the concepts guide describes; every attribute name is
+configurable.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class KeySchemaCheck:
     ``sort_key_attr`` on a table keyed on ``key_attr`` alone is accepted, and every key would
     share one item: so in composite-key mode `before` describes the table on first use.
     ``DescribeTable`` is optional in IAM: when it fails the check is skipped (logged at DEBUG);
-    the engine still never replays another key's record (docs/reliability.md).
+    the engine still never replays another key's record (see the reliability guide).
 
     Args:
         schema: The store's item layout (``key_attr``, ``sort_key_attr``).

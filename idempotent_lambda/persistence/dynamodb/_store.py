@@ -161,7 +161,8 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         """Return this store reading and writing records in ``record_format`` (same table, client).
 
         ``"powertools"`` writes items exactly as Powertools 3.x does, plus the ``owner`` it
-        ignores (see docs/shared-tables.md); results are never compressed nor offloaded.
+        ignores (see the [shared-tables guide](../shared-tables.md)); results are never
+        compressed nor offloaded.
 
         Raises:
             IdempotencyConfigError: An unknown format.

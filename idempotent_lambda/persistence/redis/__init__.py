@@ -1,7 +1,7 @@
 """A store on Redis or Valkey, at Powertools' module path and with Powertools' names.
 
 redis-py is an optional dependency (`pip install 'idempotent-lambda[redis]'`), imported only
-when the store builds its own client. docs/redis.md describes the formats and the clients.
+when the store builds its own client. The Redis guide describes the formats and the clients.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The two Redis layouts of a record: our hash, and Powertools' JSON string.
 
 Each layout names its scripts and its read command, and converts records to the script
-arguments and back; the store sends them. docs/redis.md and docs/shared-tables.md describe the
+arguments and back; the store sends them. The Redis and shared-tables guides describe the
 two formats.
 """
 
