@@ -169,7 +169,13 @@ def wrap(
 
 
 def named_by(function: Callable[..., Any]) -> Any:
-    """Return what names ``function``'s default prefix: itself, or a callable object's class."""
+    """Return what names ``function``'s default prefix and its log lines.
+
+    That is the function itself; for a `functools.partial`, the function it binds; for a
+    callable object, its class.
+    """
+    while isinstance(function, functools.partial):
+        function = function.func
     if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
         return function
     return type(function)

@@ -8,7 +8,7 @@ them; `resolve_serializer` decides what is rebuilt on replay.
 
 from __future__ import annotations
 
-import typing
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -106,12 +106,20 @@ def _none_safe(serializer: Any) -> Any:
 
 
 def _return_annotation(function: Callable[..., Any]) -> Any:
-    """Return the function's return annotation, resolved; None when it has none."""
+    """Return the function's return annotation, resolved; None when it has none.
+
+    A `functools.partial` has its function's, a callable object its ``__call__``'s.
+    """
     try:
-        return typing.get_type_hints(function).get("return")
+        returned = inspect.signature(function, eval_str=True).return_annotation
     except Exception:  # unresolvable forward references: use it only if it is not a string
-        returned = getattr(function, "__annotations__", {}).get("return")
-        return None if isinstance(returned, str) else returned
+        try:
+            returned = inspect.signature(function).return_annotation
+        except (TypeError, ValueError):  # no signature (some builtins)
+            return None
+        if isinstance(returned, str):
+            return None
+    return None if returned is inspect.Signature.empty else returned
 
 
 __all__ = [
