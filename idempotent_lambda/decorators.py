@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from idempotent_lambda._engine import Derive
-from idempotent_lambda._entry import Entry, Locate, locate_event, named_by, wrap
+from idempotent_lambda._entry import Entry, Locate, keyword_only, locate_event, named_by, wrap
 from idempotent_lambda._identity import Invocation, derive_invocation
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
@@ -27,6 +27,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@keyword_only("@idempotent(persistence_store=...)")
 def idempotent(
     *,
     persistence_store: PersistenceStore,
@@ -48,6 +49,7 @@ def idempotent(
     return decorate
 
 
+@keyword_only("@idempotent_function(data_keyword_argument=..., persistence_store=...)")
 def idempotent_function(
     *,
     data_keyword_argument: str,

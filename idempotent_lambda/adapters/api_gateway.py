@@ -39,7 +39,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._entry import Entry, locate_event, wrap
+from idempotent_lambda._entry import Entry, keyword_only, locate_event, wrap
 from idempotent_lambda.adapters._http_identity import (
     IDEMPOTENCY_PROBLEM_TYPE,
     CallerOption,
@@ -82,6 +82,7 @@ _TOKEN_CHARS = frozenset(
 )
 
 
+@keyword_only("@idempotent_http(persistence_store=...)")
 def idempotent_http(
     *,
     persistence_store: PersistenceStore,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from idempotent_lambda.exceptions import (
@@ -47,6 +48,23 @@ def mentions_model(tp: Any, _seen: frozenset[int] = frozenset()) -> bool:
     if id(tp) in _seen:
         return False
     return any(mentions_model(arg, _seen | {id(tp)}) for arg in typing.get_args(tp))
+
+
+def return_annotation(function: Callable[..., Any]) -> Any:
+    """Return the function's return annotation, resolved; None when it has none.
+
+    A `functools.partial` has its function's, a callable object its ``__call__``'s.
+    """
+    try:
+        returned = inspect.signature(function, eval_str=True).return_annotation
+    except Exception:  # unresolvable forward references: use it only if it is not a string
+        try:
+            returned = inspect.signature(function).return_annotation
+        except (TypeError, ValueError):  # no signature (some builtins)
+            return None
+        if isinstance(returned, str):
+            return None
+    return None if returned is inspect.Signature.empty else returned
 
 
 def rebuild(tp: Any, data: Any) -> Any:
