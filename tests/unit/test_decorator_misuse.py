@@ -73,7 +73,7 @@ def test_functions_whose_call_runs_no_body_are_refused_at_decoration(
     """Regression: a generator function (or a def annotated to return a coroutine) was
     accepted; its first call ran none of its body and stored "could not be stored" under the
     key. Now every decorator refuses it with `IdempotencyConfigError`."""
-    with pytest.raises(IdempotencyConfigError, match="generator|coroutine"):
+    with pytest.raises(IdempotencyConfigError, match=r"generator|coroutine"):
         decorator(InMemoryPersistenceLayer())(function)
 
 
