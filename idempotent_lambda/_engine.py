@@ -22,7 +22,7 @@ from time import perf_counter
 from typing import Any, NoReturn, TypeVar
 
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
-from idempotent_lambda._identity import Invocation
+from idempotent_lambda._identity import Invocation, key_source_of
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
@@ -90,6 +90,7 @@ class IdempotentFunction:
         store_result_if: Adapters' filter: a result it rejects is not stored and the record is
             released (an HTTP 5xx, say), so a retry runs the body again.
         on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+        key_source: What reads the key, named when it finds none (default: `key_source_of`).
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -104,6 +105,7 @@ class IdempotentFunction:
         serializer: Any,
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
+        key_source: str | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
         self.config = config
@@ -114,6 +116,7 @@ class IdempotentFunction:
         self._from_dict = serializer.from_dict
         self._store_result_if = store_result_if
         self._on_replay = on_replay
+        self.key_source = key_source or key_source_of(config)
 
     # --- Entry: bind the context, derive the invocation ---
 
@@ -158,7 +161,7 @@ class IdempotentFunction:
                 else:
                     invocation = derive(bound or self.config.bound_context())
                     if invocation is None:
-                        self.note(Outcome.SKIPPED)
+                        self.reporter.note(Outcome.SKIPPED, self.key_source)
             if invocation is None:
                 return (yield from self.unrecorded())
             return (yield from self.flow(invocation, known))

@@ -101,6 +101,7 @@ class Entry:
         *,
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
+        key_source: str | None = None,
     ) -> IdempotentFunction:
         """Build ``function``'s engine (see `IdempotentFunction` for the arguments)."""
         return IdempotentFunction(
@@ -110,6 +111,7 @@ class Entry:
             serializer=serializer,
             store_result_if=store_result_if,
             on_replay=on_replay,
+            key_source=key_source,
         )
 
 
