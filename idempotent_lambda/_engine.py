@@ -33,6 +33,7 @@ from idempotent_lambda._result_codec import unstorable_marker, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyConfigError,
     IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
     IdempotencyTransactionError,
@@ -226,14 +227,19 @@ class IdempotentFunction:
                 inv.payload_hash,
                 inv.owner,
             )
-            outcome = yield from self._store(
-                tally,
-                "claim",
-                store.claim,
-                claim,
-                now_ms=now,
-                lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
-            )
+            try:
+                outcome = yield from self._store(
+                    tally,
+                    "claim",
+                    store.claim,
+                    claim,
+                    now_ms=now,
+                    lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
+                    report_errors=False,
+                )
+            except IdempotencyPersistenceLayerError as exc:
+                yield from self._undo_claim(inv, tally, exc)
+                raise
             existing: IdempotencyRecord | None = outcome.previous
             if existing is not None and existing.idempotency_key != inv.key:
                 yield from self._refuse_other_key(inv, tally, "claim", held=outcome.claimed)
@@ -264,6 +270,32 @@ class IdempotentFunction:
 
         took_over = previous is not None and not previous.expired_at(now)
         return (yield from self._run_and_record(inv, tally, took_over))
+
+    def _undo_claim(
+        self, inv: Invocation, tally: Tally, error: IdempotencyPersistenceLayerError
+    ) -> Flow:
+        """Release whatever the failed claim may have written, then report the STORE_ERROR.
+
+        The claim can fail after the store applied it (a Redis timeout or failover after the
+        script ran, DynamoDB once botocore's retries are spent). Left in place, this
+        invocation's own record would refuse every retry until its lease ends, with nothing
+        running. The release is fenced on this invocation's owner token, so it deletes that
+        record if it was written and nothing otherwise. A configuration or key schema error
+        wrote nothing, and a release would fail the same way: it is not tried. A failed
+        release is logged (RELEASE_FAILED) and noted on ``error``.
+        """
+        failed: IdempotencyPersistenceLayerError | None = None
+        if not isinstance(error, IdempotencyConfigError | IdempotencyKeySchemaError):
+            try:
+                yield from self._store(
+                    tally, "release", self.store.release, inv.key, inv.owner, report_errors=False
+                )
+            except IdempotencyPersistenceLayerError as exc:
+                failed = exc
+                _add_note(error, f"idempotent_lambda: undoing the claim failed too: {exc}")
+        tally.report(Outcome.STORE_ERROR, error=cause_name(error), op="claim")
+        if failed is not None:
+            tally.report(Outcome.RELEASE_FAILED, error=cause_name(failed))
 
     def _wait(
         self, inv: Invocation, tally: Tally, holder: IdempotencyRecord | None

@@ -30,7 +30,8 @@ class Outcome(str, enum.Enum):
     RELEASED = "RELEASED"
     """The body raised; the record was deleted so a retry runs again."""
     RELEASE_FAILED = "RELEASE_FAILED"
-    """The body raised and the release failed too; the record waits for its lease to end."""
+    """A release failed (after the body raised, or undoing a failed claim); the record waits
+    for its lease to end."""
     LEASE_LOST = "LEASE_LOST"
     """The lease was taken over while the body ran; the newer record was left alone."""
     COMPLETE_FAILED = "COMPLETE_FAILED"
