@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import typing
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, IdempotentFunction
@@ -153,8 +152,9 @@ def refuse_unrunnable(function: Callable[..., Any]) -> None:
     """
     if not callable(function):
         raise IdempotencyConfigError("the decorated object must be callable")
-    called = function if inspect.isroutine(function) or inspect.isclass(function) else None
-    candidates = [function] if called is not None else [function, type(function).__call__]
+    candidates = [function]
+    if not (inspect.isroutine(function) or inspect.isclass(function)):
+        candidates.append(type(function).__call__)  # a callable object's method
     name = named_by(function).__qualname__
     for candidate in candidates:
         if inspect.isgeneratorfunction(candidate) or inspect.isasyncgenfunction(candidate):
@@ -165,7 +165,7 @@ def refuse_unrunnable(function: Callable[..., Any]) -> None:
     if is_async(function):
         return
     returned = return_annotation(function)
-    if (typing.get_origin(returned) or returned) in (Coroutine, Awaitable):
+    if (get_origin(returned) or returned) in (Coroutine, Awaitable):
         raise IdempotencyConfigError(
             f"{name} is a def function that returns a coroutine: its body would run only when "
             "awaited, after the record was completed; decorate the async def function itself, "
