@@ -199,7 +199,8 @@ def _replacement(value: Any) -> Any:
 
 
 def _number(value: float | decimal.Decimal) -> str:
-    as_decimal = decimal.Decimal(repr(value)) if isinstance(value, float) else value
+    # float's own repr: a subclass's (numpy's float64) need not be a number.
+    as_decimal = decimal.Decimal(float.__repr__(value)) if isinstance(value, float) else value
     if not as_decimal.is_finite():
         raise IdempotencyKeyError("NaN and Infinity cannot be part of an idempotency key")
     if as_decimal.is_zero():
@@ -227,6 +228,8 @@ def _exact(value: Any) -> str:
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, float | decimal.Decimal):
+        if isinstance(value, enum.Enum):  # a float Enum is hashed as its value, as any Enum is
+            return _exact(value.value)
         return _number(value)
     if isinstance(value, Mapping):
         items = {_key(k): v for k, v in value.items()}

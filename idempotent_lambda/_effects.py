@@ -9,9 +9,11 @@ its exception is thrown in at the point that yielded it, so the flow decides wha
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
+
+from idempotent_lambda.exceptions import IdempotencyConfigError
 
 T = TypeVar("T")
 
@@ -135,9 +137,23 @@ class TrackedBody:
         return self.started and not self.returned
 
     def run(self) -> Any:
-        """Call a ``def`` function."""
+        """Call a ``def`` function.
+
+        Raises:
+            IdempotencyConfigError: It returned a coroutine, a generator or another awaitable:
+                its body has not run (the object is closed unrun). Raised as the function's
+                own error, so the claim is released and nothing is stored.
+        """
         self.started = True
         result = self._call()
+        if isinstance(result, Awaitable | Generator | AsyncGenerator):
+            if isinstance(result, Coroutine | Generator):
+                result.close()  # never started: closing runs none of it, and silences the warning
+            raise IdempotencyConfigError(
+                f"the decorated def function returned a {type(result).__name__} instead of a "
+                "result: its body did not run. Decorate the async def function itself (or make "
+                "this one async def); a generator must return a list instead of yielding"
+            )
         self.returned = True
         return result
 

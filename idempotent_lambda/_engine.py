@@ -22,7 +22,7 @@ from time import perf_counter
 from typing import Any, NoReturn, TypeVar
 
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
-from idempotent_lambda._identity import Invocation
+from idempotent_lambda._identity import Invocation, key_source_of
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
@@ -33,6 +33,7 @@ from idempotent_lambda._result_codec import unstorable_marker, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyConfigError,
     IdempotencyKeySchemaError,
     IdempotencyPersistenceLayerError,
     IdempotencyTransactionError,
@@ -90,6 +91,7 @@ class IdempotentFunction:
         store_result_if: Adapters' filter: a result it rejects is not stored and the record is
             released (an HTTP 5xx, say), so a retry runs the body again.
         on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
+        key_source: What reads the key, named when it finds none (default: `key_source_of`).
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -104,6 +106,7 @@ class IdempotentFunction:
         serializer: Any,
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
+        key_source: str | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
         self.config = config
@@ -114,6 +117,7 @@ class IdempotentFunction:
         self._from_dict = serializer.from_dict
         self._store_result_if = store_result_if
         self._on_replay = on_replay
+        self.key_source = key_source or key_source_of(config)
 
     # --- Entry: bind the context, derive the invocation ---
 
@@ -158,7 +162,7 @@ class IdempotentFunction:
                 else:
                     invocation = derive(bound or self.config.bound_context())
                     if invocation is None:
-                        self.note(Outcome.SKIPPED)
+                        self.reporter.note(Outcome.SKIPPED, self.key_source)
             if invocation is None:
                 return (yield from self.unrecorded())
             return (yield from self.flow(invocation, known))
@@ -223,14 +227,19 @@ class IdempotentFunction:
                 inv.payload_hash,
                 inv.owner,
             )
-            outcome = yield from self._store(
-                tally,
-                "claim",
-                store.claim,
-                claim,
-                now_ms=now,
-                lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
-            )
+            try:
+                outcome = yield from self._store(
+                    tally,
+                    "claim",
+                    store.claim,
+                    claim,
+                    now_ms=now,
+                    lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
+                    report_errors=False,
+                )
+            except IdempotencyPersistenceLayerError as exc:
+                yield from self._undo_claim(inv, tally, exc)
+                raise
             existing: IdempotencyRecord | None = outcome.previous
             if existing is not None and existing.idempotency_key != inv.key:
                 yield from self._refuse_other_key(inv, tally, "claim", held=outcome.claimed)
@@ -261,6 +270,32 @@ class IdempotentFunction:
 
         took_over = previous is not None and not previous.expired_at(now)
         return (yield from self._run_and_record(inv, tally, took_over))
+
+    def _undo_claim(
+        self, inv: Invocation, tally: Tally, error: IdempotencyPersistenceLayerError
+    ) -> Flow:
+        """Release whatever the failed claim may have written, then report the STORE_ERROR.
+
+        The claim can fail after the store applied it (a Redis timeout or failover after the
+        script ran, DynamoDB once botocore's retries are spent). Left in place, this
+        invocation's own record would refuse every retry until its lease ends, with nothing
+        running. The release is fenced on this invocation's owner token, so it deletes that
+        record if it was written and nothing otherwise. A configuration or key schema error
+        wrote nothing, and a release would fail the same way: it is not tried. A failed
+        release is logged (RELEASE_FAILED) and noted on ``error``.
+        """
+        failed: IdempotencyPersistenceLayerError | None = None
+        if not isinstance(error, IdempotencyConfigError | IdempotencyKeySchemaError):
+            try:
+                yield from self._store(
+                    tally, "release", self.store.release, inv.key, inv.owner, report_errors=False
+                )
+            except IdempotencyPersistenceLayerError as exc:
+                failed = exc
+                _add_note(error, f"idempotent_lambda: undoing the claim failed too: {exc}")
+        tally.report(Outcome.STORE_ERROR, error=cause_name(error), op="claim")
+        if failed is not None:
+            tally.report(Outcome.RELEASE_FAILED, error=cause_name(failed))
 
     def _wait(
         self, inv: Invocation, tally: Tally, holder: IdempotencyRecord | None

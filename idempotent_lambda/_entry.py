@@ -1,8 +1,10 @@
 """The entry layer every decorator and adapter goes through before the engine takes a call.
 
-`Entry` checks the arguments they all take, names the default key prefix (and refuses a second
-function that would share it on one store) and builds the engine of a decorated function; `wrap`
-turns a ``def`` or ``async def`` function into its idempotent wrapper.
+`Entry` checks the arguments they all take, refuses functions whose body would not run when they
+are called (`refuse_unrunnable`), names the default key prefix (and refuses a second function
+that would share it on one store) and builds the engine of a decorated function; `wrap` turns a
+``def`` or ``async def`` function into its idempotent wrapper. `keyword_only` makes each public
+decorator say how to call it when it is used without parentheses.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import functools
 import inspect
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, IdempotentFunction
@@ -21,6 +23,7 @@ from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord
+from idempotent_lambda.serialization._models import return_annotation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,11 +78,15 @@ class Entry:
         self.key_prefix = key_prefix
 
     def prefix(self, function: Callable[..., Any]) -> Callable[[], str]:
-        """Return what gives ``function``'s key prefix at call time; reserve a default one.
+        """Check ``function``, then return what gives its key prefix at call time.
+
+        A default prefix is reserved on the store.
 
         Raises:
-            IdempotencyConfigError: Another live function holds that default prefix on the store.
+            IdempotencyConfigError: ``function`` cannot be made idempotent (`refuse_unrunnable`),
+                or another live function holds that default prefix on the store.
         """
+        refuse_unrunnable(function)
         fixed = self.key_prefix
         if fixed is not None:
             return lambda: fixed
@@ -93,6 +100,7 @@ class Entry:
         *,
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
+        key_source: str | None = None,
     ) -> IdempotentFunction:
         """Build ``function``'s engine (see `IdempotentFunction` for the arguments)."""
         return IdempotentFunction(
@@ -102,6 +110,66 @@ class Entry:
             serializer=serializer,
             store_result_if=store_result_if,
             on_replay=on_replay,
+            key_source=key_source,
+        )
+
+
+def keyword_only(usage: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make a decorator factory refuse positional arguments with a `TypeError` naming ``usage``.
+
+    Used without parentheses (``@idempotent`` over a function), a factory would get the function
+    as its one positional argument; the error then shows the call it needs instead.
+    """
+
+    def decorate(factory: Callable[P, R]) -> Callable[P, R]:
+        name = getattr(factory, "__name__", "the decorator")
+
+        @functools.wraps(factory)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            if args:
+                raise TypeError(
+                    f"{name} takes keyword arguments only: decorate with {usage}, with "
+                    f"parentheses, not a bare @{name}"
+                )
+            return factory(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+def refuse_unrunnable(function: Callable[..., Any]) -> None:
+    """Refuse a function whose call does not run its body: nothing true could be stored.
+
+    Refused at decoration: generator and async generator functions (their body runs only
+    when iterated, after the record would be completed) and a ``def`` function annotated to
+    return a coroutine or awaitable. A ``def`` function that returns a coroutine without
+    saying so cannot be told apart before it is called: a call that returns one is refused
+    then, and its claim released (see `TrackedBody.run`).
+
+    Raises:
+        IdempotencyConfigError: ``function`` is one of those.
+    """
+    if not callable(function):
+        raise IdempotencyConfigError("the decorated object must be callable")
+    candidates = [function]
+    if not (inspect.isroutine(function) or inspect.isclass(function)):
+        candidates.append(type(function).__call__)  # a callable object's method
+    name = named_by(function).__qualname__
+    for candidate in candidates:
+        if inspect.isgeneratorfunction(candidate) or inspect.isasyncgenfunction(candidate):
+            raise IdempotencyConfigError(
+                f"{name} is a generator function: calling it runs none of its body, so there "
+                "is no result to store; return a list (or another value) instead of yielding"
+            )
+    if is_async(function):
+        return
+    returned = return_annotation(function)
+    if (get_origin(returned) or returned) in (Coroutine, Awaitable):
+        raise IdempotencyConfigError(
+            f"{name} is a def function that returns a coroutine: its body would run only when "
+            "awaited, after the record was completed; decorate the async def function itself, "
+            "or make this one async def"
         )
 
 
@@ -169,7 +237,13 @@ def wrap(
 
 
 def named_by(function: Callable[..., Any]) -> Any:
-    """Return what names ``function``'s default prefix: itself, or a callable object's class."""
+    """Return what names ``function``'s default prefix and its log lines.
+
+    That is the function itself; for a `functools.partial`, the function it binds; for a
+    callable object, its class.
+    """
+    while isinstance(function, functools.partial):
+        function = function.func
     if hasattr(function, "__qualname__") and hasattr(function, "__module__"):
         return function
     return type(function)

@@ -53,6 +53,12 @@ def is_missing(material: Any) -> bool:
     return bool(material == "")
 
 
+def key_source_of(config: IdempotencyConfig) -> str:
+    """Name what reads the key from a payload, for messages about a key it did not find."""
+    expression = config.event_key_jmespath
+    return f"event_key_jmespath {expression!r}" if expression else "the whole payload"
+
+
 def derive_invocation(
     config: IdempotencyConfig,
     payload: Any,
@@ -100,11 +106,15 @@ def build_invocation(
     passes something to validate (the HTTP adapter's request fingerprint).
 
     Raises:
-        IdempotencyKeyError: No key material while keys are required, or unhashable material.
+        IdempotencyKeyError: No key material while keys are required (the message names
+            `key_source_of`), or unhashable material.
     """
     if is_missing(material):
         if config.raise_on_no_idempotency_key:
-            raise IdempotencyKeyError("no idempotency key found in the payload")
+            raise IdempotencyKeyError(
+                f"no idempotency key found in the payload: {key_source_of(config)} found nothing "
+                "(None, an empty string, or a container that is empty or holds only None)"
+            )
         return None
     payload_hash = None
     if validated is not None or config.payload_validation_jmespath:

@@ -8,7 +8,11 @@ Limits, read from the environment at call time (bytes, a positive integer):
 
 - ``IDEMPOTENCY_MAX_GZIP_BYTES``: the ``powertools_base64_gzip`` JMESPath built-in; default 10 MiB.
 - ``IDEMPOTENCY_MAX_STORED_RESULT_BYTES``: a stored result (the zlib form of ``data``, or an
-  offloaded S3 object); default 64 MiB.
+  offloaded S3 object); default 32 MiB, so that a 128 MB function still has room to decode and
+  parse a result that large once the library and a boto3 client are loaded.
+
+The output grows `INFLATE_CHUNK_BYTES` at a time: refusing a bomb holds at most the limit plus
+one chunk.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import zlib
 from idempotent_lambda.exceptions import IdempotencyConfigError
 
 DEFAULT_MAX_GZIP_BYTES = 10 * 1024 * 1024
-DEFAULT_MAX_STORED_RESULT_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_STORED_RESULT_BYTES = 32 * 1024 * 1024
+#: The most one decompression step produces.
+INFLATE_CHUNK_BYTES = 256 * 1024
 
 
 class DecompressionLimitError(zlib.error):
@@ -61,16 +67,24 @@ def _limit(name: str, default: int) -> int:
 
 
 def _inflate(data: bytes, limit: int, *, wbits: int, members: bool) -> bytes:
-    """Decompress ``data`` member by member (gzip allows several), never past ``limit``."""
-    out = bytearray()
+    """Decompress ``data`` member by member (gzip allows several), never past ``limit``.
+
+    The pieces are kept apart until the end (a growing buffer would over-allocate past it).
+    """
+    pieces: list[bytes] = []
+    size = 0
     pending = bytes(data)
     while True:
         stream = zlib.decompressobj(wbits)
-        chunk = stream.decompress(pending, limit - len(out) + 1)
-        out += chunk
-        while len(out) <= limit and stream.unconsumed_tail:
-            out += stream.decompress(stream.unconsumed_tail, limit - len(out) + 1)
-        if len(out) > limit:
+        tail = pending
+        while not stream.eof and size <= limit:
+            piece = stream.decompress(tail, min(INFLATE_CHUNK_BYTES, limit - size + 1))
+            tail = stream.unconsumed_tail
+            if not piece and not tail:
+                break  # no input left and nothing more to give: a truncated stream
+            pieces.append(piece)
+            size += len(piece)
+        if size > limit:
             raise DecompressionLimitError(f"data decompresses to more than {limit} bytes")
         if not stream.eof:
             raise zlib.error("incomplete or truncated stream")
@@ -78,4 +92,4 @@ def _inflate(data: bytes, limit: int, *, wbits: int, members: bool) -> bytes:
         if not (members and pending):
             if pending and not members:
                 raise zlib.error("trailing data after the compressed stream")
-            return bytes(out)
+            return b"".join(pieces)

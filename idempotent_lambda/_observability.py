@@ -30,7 +30,8 @@ class Outcome(str, enum.Enum):
     RELEASED = "RELEASED"
     """The body raised; the record was deleted so a retry runs again."""
     RELEASE_FAILED = "RELEASE_FAILED"
-    """The body raised and the release failed too; the record waits for its lease to end."""
+    """A release failed (after the body raised, or undoing a failed claim); the record waits
+    for its lease to end."""
     LEASE_LOST = "LEASE_LOST"
     """The lease was taken over while the body ran; the newer record was left alone."""
     COMPLETE_FAILED = "COMPLETE_FAILED"
@@ -75,6 +76,8 @@ class Decision:
         error: The class name of the store error, when there was one.
         operation: The store operation that failed (``claim``, ``get``, ``complete``,
             ``release``), for STORE_ERROR, COMPLETE_FAILED and RELEASE_FAILED.
+        key_source: For SKIPPED, what found no key: ``event_key_jmespath '<expression>'``,
+            ``the whole payload``, or an adapter's own source (the HTTP key header).
     """
 
     outcome: Outcome
@@ -86,6 +89,7 @@ class Decision:
     source: str | None = None
     error: str | None = None
     operation: str | None = None
+    key_source: str | None = None
 
 
 class Reporter:
@@ -117,10 +121,10 @@ class Reporter:
         """Start reporting the decisions of one invocation, whose key is ``key``."""
         return Tally(self, key)
 
-    def note(self, outcome: Outcome) -> None:
+    def note(self, outcome: Outcome, key_source: str | None = None) -> None:
         """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
         if self.wants(outcome):
-            self.send(Decision(outcome, self.function_name))
+            self.send(Decision(outcome, self.function_name, key_source=key_source))
 
     def send(self, decision: Decision) -> None:
         """Log ``decision`` and pass it to the hook."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from idempotent_lambda._engine import Derive
-from idempotent_lambda._entry import Entry, Locate, locate_event, wrap
+from idempotent_lambda._entry import Entry, Locate, keyword_only, locate_event, named_by, wrap
 from idempotent_lambda._identity import Invocation, derive_invocation
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
@@ -27,6 +27,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@keyword_only("@idempotent(persistence_store=...)")
 def idempotent(
     *,
     persistence_store: PersistenceStore,
@@ -48,6 +49,7 @@ def idempotent(
     return decorate
 
 
+@keyword_only("@idempotent_function(data_keyword_argument=..., persistence_store=...)")
 def idempotent_function(
     *,
     data_keyword_argument: str,
@@ -100,8 +102,9 @@ def _payload_locator(function: Callable[..., Any], name: str) -> Locate:
         raise IdempotencyConfigError(f"cannot inspect the signature of {function!r}") from exc
     names = [p.name for p in parameters]
     if name not in names:
+        owner = named_by(function).__qualname__
         raise IdempotencyConfigError(
-            f"data_keyword_argument {name!r} is not a parameter of {function.__qualname__}"
+            f"data_keyword_argument {name!r} is not a parameter of {owner}"
         )
     parameter = parameters[names.index(name)]
     positional = parameter.kind in (

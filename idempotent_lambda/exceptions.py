@@ -90,7 +90,11 @@ class IdempotencyKeySchemaError(IdempotencyPersistenceLayerError):
 
 
 class IdempotencyCorruptRecordError(IdempotencyPersistenceLayerError):
-    """A stored record does not follow its format; the message names the field, never its value."""
+    """A stored record does not follow its format; the message names the field, never its value.
+
+    Also raised on replay when the stored result is not what the function's return annotation
+    (or model serializer) describes; the message then names the types.
+    """
 
 
 class MalformedEventError(IdempotencyError, ValueError):

@@ -14,17 +14,19 @@ The adapter answers some requests itself, with `application/problem+json` bodies
 | 400 | the key is missing (when required), invalid or repeated; the event is not a proxy request |
 | 409 | the first request with this key is still running; or a transaction conflict (below) |
 | 422 | the key was used before with a different request (fingerprint mismatch) |
-| 500 | the request is authenticated but its caller cannot be identified (`caller_scope`) |
+| 500 | an authenticated caller cannot be identified (`caller_scope`); the store is misconfigured |
 | 503 | the idempotency store failed before the handler ran (`Retry-After: 1`) |
 
 A 400 also answers an expression that fails on the request. The first 409 carries `Retry-After`:
 the seconds until the first request's lease ends, at least 1; it is not sent while
 `wait_for_in_progress_seconds` waits. A 409 titled `Conflict` means that a write queued on
 `current_transaction` failed its condition after the handler returned: nothing was written or
-stored, so the request may be sent again. On a 500 or 503 the handler did not run. Each answer
-is in the family of the event: v1 and ALB events that carried `multiValueHeaders` get
-`multiValueHeaders` back, ALB answers carry a `statusDescription`. The
-[HTTP guide](../http.md) tells which caller each authenticated setup gets.
+stored, so the request may be sent again. A misconfigured store (no AWS region, no credentials,
+an invalid endpoint: `IdempotencyConfigError`) is a 500 without `Retry-After`, logged at ERROR
+with the fix. On a 500 or 503 the handler did not run. Each answer is in the family of the
+event: v1 and ALB events that carried `multiValueHeaders` get `multiValueHeaders` back, ALB
+answers carry a `statusDescription`. The [HTTP guide](../http.md) tells which caller each
+authenticated setup gets.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._entry import Entry, locate_event, wrap
+from idempotent_lambda._entry import Entry, keyword_only, locate_event, wrap
 from idempotent_lambda.adapters._http_identity import (
     IDEMPOTENCY_PROBLEM_TYPE,
     CallerOption,
@@ -82,6 +84,7 @@ _TOKEN_CHARS = frozenset(
 )
 
 
+@keyword_only("@idempotent_http(persistence_store=...)")
 def idempotent_http(
     *,
     persistence_store: PersistenceStore,
@@ -140,6 +143,7 @@ def idempotent_http(
             NoOpSerializer() if store_cookies else CookielessSerializer(),
             store_result_if=_storable(store_4xx),
             on_replay=lambda response, _record: _Replayed(response),
+            key_source=_key_source(header_name, entry.config),
         )
         reader = IdentityReader(
             store=entry.store,
@@ -156,6 +160,14 @@ def idempotent_http(
         return wrap(function, call, locate_event, reader.deriver, answer)
 
     return decorate
+
+
+def _key_source(header_name: str, config: IdempotencyConfig) -> str:
+    """Name where a request's key is read, for the warning when a request has none."""
+    header = f"the {header_name} header"
+    if config.event_key_jmespath:
+        return f"{header}, then event_key_jmespath {config.event_key_jmespath!r}"
+    return header
 
 
 def _method_filter(methods: Collection[str] | None) -> Callable[[str], bool]:
@@ -247,6 +259,14 @@ class _HttpAnswer:
                 problem_type=IDEMPOTENCY_PROBLEM_TYPE,
                 retry_after=wait_s,
             )
+        if isinstance(error, IdempotencyConfigError):  # the store's too: no region, say
+            _log_misconfigured(self.log, self.function_name, error)
+            return problem(
+                family,
+                500,
+                "Internal Server Error",
+                "The idempotency store is misconfigured; the request was not processed.",
+            )
         if isinstance(error, IdempotencyPersistenceLayerError):
             return problem(
                 family,
@@ -276,6 +296,15 @@ def _log_unknown_caller(log: Any, function: str, field: str) -> None:
         field,
         function,
         extra={"idempotency": {"outcome": "REJECTED", "status": 500, "reason": "unknown-caller"}},
+    )
+
+
+def _log_misconfigured(log: Any, function: str, error: IdempotencyConfigError) -> None:
+    (logger if log is None else log).error(
+        "idempotency http configuration error: %s; status=500 function=%s",
+        error,  # our own message, naming the fix; never the request
+        function,
+        extra={"idempotency": {"outcome": "REJECTED", "status": 500, "reason": "config-error"}},
     )
 
 

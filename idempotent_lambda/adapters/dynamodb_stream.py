@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from idempotent_lambda._entry import keyword_only
 from idempotent_lambda.adapters._batch import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
@@ -175,6 +176,7 @@ class DynamoDBStreamRecord:
         )
 
 
+@keyword_only("@idempotent_stream_handler(persistence_store=...)")
 def idempotent_stream_handler(
     *,
     persistence_store: PersistenceStore,

@@ -8,7 +8,6 @@ them; `resolve_serializer` decides what is rebuilt on replay.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from idempotent_lambda.serialization._models import (
     is_pydantic_type,
     mentions_model,
     rebuild,
+    return_annotation,
 )
 from idempotent_lambda.serialization.base import (
     BaseIdempotencyModelSerializer,
@@ -76,11 +76,11 @@ def resolve_serializer(output_serializer: Any, function: Callable[..., Any]) -> 
             the annotation (`IdempotencyModelTypeError`, `IdempotencyNoSerializationModelError`).
     """
     if output_serializer is None:
-        returned = _return_annotation(function)
+        returned = return_annotation(function)
         return ReturnTypeSerializer(returned) if mentions_model(returned) else NoOpSerializer()
     if isinstance(output_serializer, type):
         if issubclass(output_serializer, BaseIdempotencyModelSerializer):
-            return _none_safe(output_serializer.instantiate(_return_annotation(function)))
+            return _none_safe(output_serializer.instantiate(return_annotation(function)))
         if is_dataclass_type(output_serializer):
             return DataclassSerializer(output_serializer)
         if is_pydantic_type(output_serializer):
@@ -103,15 +103,6 @@ def resolve_serializer(output_serializer: Any, function: Callable[..., Any]) -> 
 
 def _none_safe(serializer: Any) -> Any:
     return serializer if type(serializer) in _OURS else _NoneSafe(serializer)
-
-
-def _return_annotation(function: Callable[..., Any]) -> Any:
-    """Return the function's return annotation, resolved; None when it has none."""
-    try:
-        return typing.get_type_hints(function).get("return")
-    except Exception:  # unresolvable forward references: use it only if it is not a string
-        returned = getattr(function, "__annotations__", {}).get("return")
-        return None if isinstance(returned, str) else returned
 
 
 __all__ = [

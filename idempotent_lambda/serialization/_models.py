@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from idempotent_lambda.exceptions import (
+    IdempotencyCorruptRecordError,
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
 )
@@ -48,14 +50,43 @@ def mentions_model(tp: Any, _seen: frozenset[int] = frozenset()) -> bool:
     return any(mentions_model(arg, _seen | {id(tp)}) for arg in typing.get_args(tp))
 
 
+def return_annotation(function: Callable[..., Any]) -> Any:
+    """Return the function's return annotation, resolved; None when it has none.
+
+    A `functools.partial` has its function's, a callable object its ``__call__``'s.
+    """
+    try:
+        returned = inspect.signature(function, eval_str=True).return_annotation
+    except Exception:  # unresolvable forward references: use it only if it is not a string
+        try:
+            returned = inspect.signature(function).return_annotation
+        except (TypeError, ValueError):  # no signature (some builtins)
+            return None
+        if isinstance(returned, str):
+            return None
+    return None if returned is inspect.Signature.empty else returned
+
+
 def rebuild(tp: Any, data: Any) -> Any:
-    """Return `data` with the parts that `tp` describes as models rebuilt; the rest as it is."""
+    """Return `data` with the parts that `tp` describes as models rebuilt; the rest as it is.
+
+    Raises:
+        IdempotencyCorruptRecordError: Where `tp` describes models, `data` is not their stored
+            form (a str where a dataclass was declared, a dict where a list of them was): the
+            record was written by another version of the function, or by a call that
+            returned another type. The message names the types, never the data.
+    """
     if data is None or tp is None or tp is Any:
         return data
     if is_pydantic_type(tp):
-        return tp.model_validate(data)
+        try:
+            return tp.model_validate(data)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise _mismatch(tp, data, f"does not validate as {tp.__name__}") from exc
     if is_dataclass_type(tp):
-        return _rebuild_dataclass(tp, data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            raise _mismatch(tp, data, f"is not the dict form of {tp.__name__}")
+        return _rebuild_dataclass(tp, data)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in _UNIONS:
@@ -64,14 +95,20 @@ def rebuild(tp: Any, data: Any) -> Any:
         return rebuild(members[0], data) if len(members) == 1 else data
     if origin is typing.Annotated:
         return rebuild(args[0], data)
-    if origin in _MAPPINGS and len(args) == 2 and isinstance(data, dict):
-        return {key: rebuild(args[1], value) for key, value in data.items()}
-    if origin in _SEQUENCES and args and isinstance(data, list | tuple | set | frozenset):
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            items = [rebuild(arg, item) for arg, item in zip(args, data, strict=False)]
-        else:
-            items = [rebuild(args[0], item) for item in data]
-        return type(data)(items) if isinstance(data, tuple | set | frozenset) else items
+    if origin in _MAPPINGS and len(args) == 2:
+        if isinstance(data, dict):
+            return {key: rebuild(args[1], value) for key, value in data.items()}
+    elif origin in _SEQUENCES and args:
+        if isinstance(data, list | tuple | set | frozenset):
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                items = [rebuild(arg, item) for arg, item in zip(args, data, strict=False)]
+            else:
+                items = [rebuild(args[0], item) for item in data]
+            return type(data)(items) if isinstance(data, tuple | set | frozenset) else items
+    else:
+        return data
+    if mentions_model(tp):
+        raise _mismatch(tp, data, f"is not a {origin.__name__}")
     return data
 
 
@@ -85,7 +122,17 @@ def _rebuild_dataclass(cls: type[Any], data: dict[str, Any]) -> Any:
         for field in dataclasses.fields(cls)
         if field.init and field.name in data
     }
-    return cls(**values)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:  # fields missing, or refused by __post_init__
+        raise _mismatch(cls, data, f"does not build a {cls.__name__}") from exc
+
+
+def _mismatch(tp: Any, data: Any, why: str) -> IdempotencyCorruptRecordError:
+    return IdempotencyCorruptRecordError(
+        f"the stored result (a {type(data).__name__}) {why}, the type the function returns: it "
+        "was stored by another version of the function, or by a call that returned another type"
+    )
 
 
 class ModelTypeSerializer(BaseIdempotencyModelSerializer):

@@ -9,11 +9,17 @@ the lifecycle step it belongs to.
 
 A fault may be *applied*: the request is really sent (the write happens on the server) and then
 the answer is lost, as when a timeout or a 5xx hides a write that DynamoDB did perform.
+
+`RedisReplyDropper` does the same for Redis: a TCP proxy in front of a real ``redis-server``
+that forwards a chosen command, waits for the server's reply (the script ran) and then closes
+the client's connection instead of answering, as a failover right after a write does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -137,3 +143,103 @@ class FaultInjector:
             {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "injected"},
             _Body(body),
         )
+
+
+class RedisReplyDropper:
+    """A TCP proxy to a ``redis-server`` that loses the replies of chosen commands.
+
+    Args:
+        upstream_port: The server's port on 127.0.0.1.
+
+    Point a client at `port`. After `arm`, a command whose bytes contain ``marker`` reaches the
+    server, and once the server has replied the client's connection is closed with the reply
+    unsent. Everything else passes through unchanged.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.dropped = 0
+        self._marker: bytes | None = None
+        self._times: int | None = None
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, marker: bytes, *, times: int | None = None) -> None:
+        """Lose the reply of the next ``times`` commands holding ``marker`` (None: all).
+
+        ``marker`` is at most 64 bytes: it is looked for across the proxy's reads.
+        """
+        assert len(marker) <= 64
+        with self._lock:
+            self._marker, self._times = marker, times
+
+    def disarm(self) -> None:
+        """Pass everything through again."""
+        with self._lock:
+            self._marker = None
+
+    def close(self) -> None:
+        """Stop accepting connections."""
+        self._closed = True
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            lose_reply = threading.Event()
+            for pump, args in (
+                (self._requests, (client, server, lose_reply)),
+                (self._replies, (server, client, lose_reply)),
+            ):
+                threading.Thread(target=pump, args=args, daemon=True).start()
+
+    def _take(self, window: bytes) -> bool:
+        with self._lock:
+            marker = self._marker
+            if marker is None or marker not in window or self._times == 0:
+                return False
+            if self._times is not None:
+                self._times -= 1
+            self.dropped += 1
+            return True
+
+    def _requests(
+        self, client: socket.socket, server: socket.socket, lose: threading.Event
+    ) -> None:
+        tail = b""
+        while data := _receive(client):
+            window = tail + data
+            tail = window[-63:]
+            if self._take(window):
+                tail = b""
+                lose.set()  # before forwarding: the reply cannot overtake the flag
+            server.sendall(data)
+        _close(server)
+
+    def _replies(self, server: socket.socket, client: socket.socket, lose: threading.Event) -> None:
+        while data := _receive(server):
+            if lose.is_set():  # the server ran the command and answered: lose the answer
+                break
+            client.sendall(data)
+        _close(client)
+        _close(server)
+
+
+def _receive(connection: socket.socket) -> bytes:
+    try:
+        return connection.recv(65536)
+    except OSError:
+        return b""
+
+
+def _close(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed by the other side
+        connection.shutdown(socket.SHUT_RDWR)
+    connection.close()

@@ -1,7 +1,7 @@
 """Fixtures of the reliability suite (issue 5): moto server, log hygiene, opt-in slow runs.
 
-The DynamoDB fixtures are the integration suite's (`tests/integration/conftest.py`), imported
-and re-exported here, so both suites talk to a moto server on 127.0.0.1 the same way.
+The DynamoDB fixtures (and `redis_port`) are the integration suite's, imported and re-exported
+here, so both suites talk to a moto server or a redis-server on 127.0.0.1 the same way.
 
 Every test here runs under `log_hygiene`: all log records emitted while it runs (the library's at
 DEBUG, everything else at INFO) are captured with their ``extra`` fields and tracebacks, and the
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration._redis_server import redis_port
 from tests.integration.conftest import (
     ENDPOINT_ENV,
     _boto3_session,
@@ -42,6 +43,7 @@ __all__ = [  # the integration suite's fixtures, used here too
     "dynamodb_store",
     "idempotency_table",
     "make_table",
+    "redis_port",
 ]
 
 _HERE = Path(__file__).parent

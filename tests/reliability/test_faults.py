@@ -43,7 +43,7 @@ from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._result_codec import encode_result
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-from tests.reliability._faults import FAULTS, FaultInjector
+from tests.reliability._faults import FAULTS, FaultInjector, RedisReplyDropper
 from tests.reliability._support import SECRET, Executions, outcome_of, stored_key
 
 DOC = Path(__file__).parents[2] / "docs" / "reliability.md"
@@ -79,14 +79,10 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("claim", "persistent"): Row(
         0, "IdempotencyPersistenceLayerError", "STORE_ERROR", "absent", "runs the body", "replay", 1
     ),
+    # Issue 20: the claim that was written but whose answers were all lost is released (fenced
+    # on its owner token), so the retry runs at once instead of waiting for the lease to end.
     ("claim", "applied-then-persistent"): Row(
-        0,
-        "IdempotencyPersistenceLayerError",
-        "STORE_ERROR",
-        "IN_PROGRESS",
-        "IdempotencyAlreadyInProgressError",
-        "runs the body (takes over)",
-        1,
+        0, "IdempotencyPersistenceLayerError", "STORE_ERROR", "absent", "runs the body", "replay", 1
     ),
     ("complete", "transient"): _OK,
     ("complete", "lost-answer"): _OK,
@@ -409,3 +405,62 @@ def test_http_adapter_answers_a_failed_claim_with_503(
     assert 0 == executions.total
     assert 201 == handler(event, FakeLambdaContext(LEASE_MS, clock=clock))["statusCode"]
     assert 1 == executions.total
+
+
+#: A line of the claim scripts (both layouts) and of no other script the Redis store sends.
+REDIS_CLAIM_MARKER = b"local abandoned ="
+
+
+@pytest.mark.parametrize("lost", ["every-answer", "first-answer"])
+def test_a_redis_claim_applied_but_unanswered_is_undone(redis_port: int, lost: str) -> None:
+    """Regression (issue 20): the claim script ran on a real redis-server, but its connection
+    dropped before the reply (a failover), on every attempt redis-py made. The caller got the
+    store error and its own IN_PROGRESS record then refused every retry until the lease ended.
+    Now the engine releases it (fenced on its owner token): the record is gone and the retry
+    runs the body. When only the first answer is lost, redis-py's retry meets the claim it made
+    itself, and the call runs as if nothing had happened."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
+
+    proxy = RedisReplyDropper(redis_port)
+    direct = redis.Redis(host="127.0.0.1", port=redis_port)
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, retry=Retry(NoBackoff(), 2))
+    decisions: list[str] = []
+    config = IdempotencyConfig(
+        event_key_jmespath="order", decision_hook=lambda d: decisions.append(d.outcome.value)
+    )
+    executions = Executions()
+    prefix = f"redis-{lost}"
+
+    @idempotent(
+        persistence_store=RedisCachePersistenceLayer(client=client),
+        config=config,
+        key_prefix=prefix,
+    )
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        executions(event["order"])
+        return {"order": event["order"], "card": SECRET}
+
+    event = {"order": prefix, "card": SECRET}
+    key = stored_key(config, event, prefix)
+    try:
+        proxy.arm(REDIS_CLAIM_MARKER, times=None if lost == "every-answer" else 1)
+        kind, _ = outcome_of(lambda: handler(event, FakeLambdaContext(LEASE_MS)))
+        proxy.disarm()
+        after_first = (kind, decisions[0], bool(direct.exists(key)), executions.total)
+        retry_kind, _ = outcome_of(lambda: handler(event, FakeLambdaContext(LEASE_MS)))
+    finally:
+        client.close()
+        direct.close()
+        proxy.close()
+
+    if lost == "every-answer":
+        assert 3 == proxy.dropped  # the first attempt and redis-py's two retries
+        assert ("IdempotencyPersistenceLayerError", "STORE_ERROR", False, 0) == after_first
+    else:
+        assert 1 == proxy.dropped
+        assert ("result", "CLAIMED", True, 1) == after_first
+    assert ("result", 1) == (retry_kind, executions.total)

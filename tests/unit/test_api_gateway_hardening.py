@@ -3,12 +3,16 @@ the fingerprint tells apart requests that differ in their raw query or their Con
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
+from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
 from idempotent_lambda.adapters.api_gateway import idempotent_http
+from idempotent_lambda.exceptions import IdempotencyPersistenceConfigError
 from tests.events import http_events as ev
+from tests.unit._doubles import Decisions
 
 SESSION = {
     "statusCode": 201,
@@ -173,3 +177,66 @@ def test_content_type_is_part_of_the_fingerprint(shape: str, idempotency_store: 
     handler(ev.make_event(shape, key="k", body=body, headers={"Content-Type": "text/plain"}))
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     assert 422 == handler(ev.make_event(shape, key="k", body=body, headers=form))["statusCode"]
+
+
+# --- misconfiguration and missing keys (issue 20) ---------------------------------------------
+
+
+class MisconfiguredStore:
+    """A store whose client cannot be built: no region, as botocore reports it."""
+
+    def __init__(self) -> None:
+        self._inner = InMemoryPersistenceLayer()
+        self.clock = self._inner.clock
+        self.complete, self.release, self.get = (
+            self._inner.complete,
+            self._inner.release,
+            self._inner.get,
+        )
+
+    def claim(self, record: Any, *, now_ms: int, lease_cutoff_ms: int) -> Any:
+        from botocore.exceptions import NoRegionError
+
+        try:
+            raise NoRegionError()
+        except NoRegionError as exc:
+            raise IdempotencyPersistenceConfigError(
+                "no AWS region is configured: set AWS_REGION or pass a boto3 session"
+            ) from exc
+
+
+def test_a_misconfigured_store_answers_500_without_a_retry_hint(
+    shape: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a store configuration error (no region) answered 503 with Retry-After: 1,
+    as if the store had a passing outage. It is a 500 now, without Retry-After, logged at
+    ERROR with the fix; the handler does not run."""
+    handler = Runs(MisconfiguredStore())
+    caplog.set_level(logging.ERROR, logger="idempotent_lambda")
+
+    response = handler(ev.make_event(shape, key="k"))
+
+    assert 500 == response["statusCode"]
+    assert [] == ev.header(response, "Retry-After")
+    assert "application/problem+json" == ev.header(response, "Content-Type")[0]
+    assert 0 == handler.runs
+    assert any("AWS_REGION" in record.getMessage() for record in caplog.records)
+
+
+def test_a_request_without_a_key_names_the_header_in_its_warning(
+    shape: str, idempotency_store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``require_key=False`` a request without the header runs unrecorded; the SKIPPED
+    warning names where the key was looked for."""
+    decisions = Decisions()
+    config = IdempotencyConfig(event_key_jmespath="body.order", decision_hook=decisions)
+
+    @idempotent_http(persistence_store=idempotency_store, require_key=False, config=config)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"statusCode": 200, "body": "ran"}
+
+    caplog.set_level(logging.WARNING, logger="idempotent_lambda")
+    assert 200 == handler(ev.make_event(shape), None)["statusCode"]
+    expected = "the Idempotency-Key header, then event_key_jmespath 'body.order'"
+    assert expected == decisions.last.key_source
+    assert any(expected in record.getMessage() for record in caplog.records)

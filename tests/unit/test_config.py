@@ -509,3 +509,36 @@ def test_environment_is_read_on_every_call(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
         seen.append(lambda_function_name())
     assert names == seen
+
+
+@pytest.mark.parametrize(
+    ("expression", "event", "named"),
+    [
+        ("order.id", {"order": {}}, "event_key_jmespath 'order.id'"),
+        ("", {}, "the whole payload"),
+    ],
+    ids=["expression", "whole-payload"],
+)
+def test_a_missing_key_names_the_expression_that_found_nothing(
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    caplog: pytest.LogCaptureFixture,
+    expression: str,
+    event: dict[str, Any],
+    named: str,
+) -> None:
+    """Regression: the warning said only SKIPPED and the error "no idempotency key found in the
+    payload". Both now name what was searched: the expression, or the whole payload."""
+    decisions = Decisions()
+    optional = IdempotencyConfig(event_key_jmespath=expression, decision_hook=decisions)
+    caplog.set_level(logging.WARNING, logger="idempotent_lambda")
+    make_handler(idempotency_store, optional, Runs())(event, lambda_context)
+
+    assert named == decisions.last.key_source
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert named in warning.getMessage()
+
+    required = IdempotencyConfig(event_key_jmespath=expression, raise_on_no_idempotency_key=True)
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_handler(idempotency_store, required, Runs())(event, lambda_context)
+    assert named in str(refused.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
 from collections.abc import Callable, Iterator
@@ -204,3 +205,71 @@ def test_the_decorator_and_the_adapters_derive_one_default_prefix(
     name = "local" if record_format == "native" else "test-func"
     expected = {f"{name}.{__name__}.make.<locals>.handler"}
     assert expected == {d.key.rpartition("#")[0] for d in decisions.items if d.key}
+
+
+def refund(event: Any, context: Any, *, amount: int) -> dict[str, Any]:
+    """A module-level handler that partials below bind."""
+    return {"refunded": amount}
+
+
+def charge(event: Any, context: Any, *, amount: int) -> dict[str, Any]:
+    """Another one."""
+    return {"charged": amount}
+
+
+class ChargeHandler:
+    """A callable object used as a handler."""
+
+    def __call__(self, event: Any, context: Any) -> dict[str, Any]:
+        return {"charged": 1}
+
+
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_partials_of_two_functions_get_the_prefixes_of_those_functions(
+    decorator: Decorator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: every functools.partial was named ``functools.partial``, so the second one
+    on a store was refused. A partial's default prefix is its underlying function's."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    store, decisions = InMemoryPersistenceLayer(), Decisions()
+    config = IdempotencyConfig(record_format="native", decision_hook=decisions)
+    for function in (refund, charge):
+        handler = decorator(persistence_store=store, config=config)(
+            functools.partial(function, amount=5)
+        )
+        handler(ONE_REQUEST[decorator], FakeLambdaContext())
+
+    expected = [f"local.{__name__}.refund", f"local.{__name__}.charge"]
+    assert expected == [d.key.rpartition("#")[0] for d in decisions.items if d.key]
+
+
+@pytest.mark.parametrize("decorator", ADAPTERS)
+def test_a_callable_object_is_named_by_its_class(
+    decorator: Decorator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instance with ``__call__`` gets its class's prefix; a second instance on the same
+    store needs a key_prefix of its own."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    store, decisions = InMemoryPersistenceLayer(), Decisions()
+    config = IdempotencyConfig(record_format="native", decision_hook=decisions)
+    handler = decorator(persistence_store=store, config=config)(ChargeHandler())
+    handler(ONE_REQUEST[decorator], FakeLambdaContext())
+
+    assert [f"local.{__name__}.ChargeHandler"] == [
+        d.key.rpartition("#")[0] for d in decisions.items if d.key
+    ]
+    with pytest.raises(IdempotencyConfigError, match="key_prefix"):
+        decorator(persistence_store=store, config=config)(ChargeHandler())
+
+
+@pytest.mark.parametrize("make_callable", [ChargeHandler, lambda: functools.partial(charge)])
+def test_a_missing_data_keyword_argument_of_a_callable_is_a_config_error(
+    make_callable: Callable[[], Any],
+) -> None:
+    """Regression: naming a parameter that a callable object or a partial does not have raised
+    a raw AttributeError (``__qualname__``) instead of the configuration error."""
+    decorate = idempotent_function(
+        data_keyword_argument="order", persistence_store=InMemoryPersistenceLayer()
+    )
+    with pytest.raises(IdempotencyConfigError, match="'order' is not a parameter of"):
+        decorate(make_callable())

@@ -317,3 +317,53 @@ def test_unknown_hash_function_is_a_config_error(name: str) -> None:
     """A name hashlib does not know (or with no fixed digest) fails when the config is built."""
     with pytest.raises(IdempotencyConfigError):
         IdempotencyConfig(hash_function=name)
+
+
+class Price(float, enum.Enum):
+    """A float-valued Enum."""
+
+    LOW = 1.5
+
+
+class Float64(float):
+    """A float subclass whose repr is not a number, as numpy's ``float64`` is."""
+
+    def __repr__(self) -> str:
+        return f"np.float64({float(self)})"
+
+
+@pytest.mark.parametrize(
+    ("value", "same_as"),
+    [
+        (Price.LOW, 1.5),
+        (Float64(1.5), 1.5),
+        (Float64(2.0), 2),
+        ({"price": Price.LOW, "n": [Float64(1e20)]}, {"price": 1.5, "n": [1e20]}),
+        ({Float64(1.5): "a", Level.HIGH: "b"}, {1.5: "a", 2: "b"}),
+    ],
+    ids=["float-enum", "float-subclass", "integral-subclass", "nested", "as-object-keys"],
+)
+def test_float_enums_and_float_subclasses_hash_by_value(value: Any, same_as: Any) -> None:
+    """Regression: a float Enum or a float subclass with a custom repr (numpy's float64) raised a
+    raw decimal.InvalidOperation. Each is hashed as the plain number it stands for."""
+    assert canonical_json(same_as) == canonical_json(value)
+
+
+def test_a_float_enum_key_reaches_the_store_as_its_value(
+    idempotency_store: InMemoryPersistenceLayer, decisions: Decisions
+) -> None:
+    """Through the decorator, a float Enum payload gets the key of its value."""
+    config = IdempotencyConfig(record_format="native", decision_hook=decisions)
+
+    @idempotent_function(
+        data_keyword_argument="payload",
+        persistence_store=idempotency_store,
+        config=config,
+        key_prefix="vectors",
+    )
+    def process(payload: Any) -> str:
+        return "ok"
+
+    assert "ok" == process(payload=Price.LOW)
+    expected = hashlib.sha256(b"1.5").hexdigest()
+    assert f"vectors#{expected}" == decisions.last.key

@@ -22,6 +22,7 @@ from idempotent_lambda import (
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._identity import digest
+from idempotent_lambda.exceptions import IdempotencyPersistenceConfigError
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.unit._doubles import Decisions, Runs, SpyStore, lease_end_ms
 from tests.unit._modes import Mode
@@ -504,6 +505,75 @@ def test_store_failure_on_claim_raises_and_does_not_run(
 
     assert "StoreDownError" == type(raised.value.__cause__).__name__
     assert 0 == runs.count
+    assert ["STORE_ERROR"] == decisions.outcomes
+
+
+class AppliedClaimStore(SpyStore):
+    """A spy store whose claim is written, then answered with a store error (a lost reply)."""
+
+    def claim(self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int) -> Any:
+        self.inner.claim(record, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms)
+        self.fail.add("claim")
+        return super().claim(record, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms)
+
+
+def test_a_claim_written_but_failed_is_released_then_raised(
+    mode: Mode,
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    decisions: Decisions,
+) -> None:
+    """The store error of a claim it applied anyway: the claim is released by its owner token
+    before the error is raised, so the next call runs (and is not refused as in progress)."""
+    store = AppliedClaimStore(idempotency_store)
+    runs = Runs()
+    handler = make_handler(mode, store, IdempotencyConfig(decision_hook=decisions), runs)
+
+    with pytest.raises(IdempotencyPersistenceLayerError):
+        mode.call(handler, EVENT, lambda_context)
+    assert (0, 0, ["STORE_ERROR"]) == (runs.count, len(idempotency_store), decisions.outcomes)
+    assert 1 == store.calls["release"]
+
+    store.fail.clear()
+    mode.call(make_handler(mode, idempotency_store, runs=runs), EVENT, lambda_context)
+    assert 1 == runs.count
+
+
+def test_a_failed_undo_of_a_claim_is_logged_and_noted(
+    mode: Mode,
+    idempotency_store: InMemoryPersistenceLayer,
+    lambda_context: FakeLambdaContext,
+    decisions: Decisions,
+) -> None:
+    """If the release that undoes a failed claim fails too, the claim's error is raised with a
+    note, RELEASE_FAILED follows STORE_ERROR, and the record waits for its lease to end."""
+    store = AppliedClaimStore(idempotency_store, fail={"release"})
+    handler = make_handler(mode, store, IdempotencyConfig(decision_hook=decisions), Runs())
+
+    with pytest.raises(IdempotencyPersistenceLayerError, match="claim failed") as raised:
+        mode.call(handler, EVENT, lambda_context)
+
+    assert ["STORE_ERROR", "RELEASE_FAILED"] == decisions.outcomes
+    assert any("undoing the claim failed" in note for note in raised.value.__notes__)
+    assert 1 == len(idempotency_store)
+
+
+def test_a_configuration_error_on_the_claim_is_not_undone(
+    mode: Mode, lambda_context: FakeLambdaContext, decisions: Decisions
+) -> None:
+    """A store that cannot be configured (no region, say) wrote nothing: no release is sent."""
+
+    class Misconfigured(SpyStore):
+        def claim(self, record: IdempotencyRecord, *, now_ms: int, lease_cutoff_ms: int) -> Any:
+            self.calls["claim"] += 1
+            raise IdempotencyPersistenceConfigError("no AWS region: set AWS_REGION")
+
+    store = Misconfigured(InMemoryPersistenceLayer())
+    handler = make_handler(mode, store, IdempotencyConfig(decision_hook=decisions), Runs())
+
+    with pytest.raises(IdempotencyPersistenceConfigError):
+        mode.call(handler, EVENT, lambda_context)
+    assert {"claim": 1} == dict(store.calls)
     assert ["STORE_ERROR"] == decisions.outcomes
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import io
+import json
 import zlib
 from typing import Any
 
@@ -17,7 +18,14 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     idempotent,
 )
-from idempotent_lambda._limits import DecompressionLimitError, bounded_gunzip, bounded_inflate
+from idempotent_lambda._limits import (
+    DEFAULT_MAX_STORED_RESULT_BYTES,
+    INFLATE_CHUNK_BYTES,
+    DecompressionLimitError,
+    bounded_gunzip,
+    bounded_inflate,
+    stored_result_limit,
+)
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyKeyError
 from idempotent_lambda.persistence.base import decode_stored_data
 from idempotent_lambda.persistence.dynamodb._s3 import LargeResults, account_of
@@ -145,3 +153,62 @@ def test_the_owners_bucket_is_written_and_read_back() -> None:
     reference = large.encode("k", "o", '"x"', compression_threshold=0)
     assert isinstance(reference, str)
     assert '"x"' == large.resolve(reference)
+
+
+MIB = 1024 * 1024
+
+
+def zlib_bomb(inflated_bytes: int) -> bytes:
+    """Return zlib data of ``inflated_bytes`` zeros, compressed piece by piece (about 1:1000)."""
+    packer = zlib.compressobj(9)
+    piece = b"\0" * MIB
+    parts = [packer.compress(piece) for _ in range(inflated_bytes // MIB)]
+    return b"".join([*parts, packer.flush()])
+
+
+def peak_bytes_of(action: Any) -> int:
+    """Run ``action`` and return the peak of memory it allocated, as tracemalloc counts it."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        baseline = tracemalloc.get_traced_memory()[0]
+        action()
+        return tracemalloc.get_traced_memory()[1] - baseline
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_default_stored_result_limit_leaves_a_128_mb_function_alive() -> None:
+    """At most 32 MiB: the inflated text, its decoded copy and the parse fit in what a 128 MB
+    function has left once the library and a boto3 client are loaded (about 80 MB)."""
+    assert DEFAULT_MAX_STORED_RESULT_BYTES <= 32 * MIB
+
+
+def test_rejecting_a_bomb_stays_within_the_limit_plus_one_chunk() -> None:
+    """Regression: refusing a 65 KB stored bomb peaked at twice the limit (the output so far
+    plus a last piece as large as the limit). Now the output grows one chunk at a time."""
+    bomb = zlib_bomb(stored_result_limit() + MIB)
+    assert len(bomb) < 70_000
+
+    def reject() -> None:
+        with pytest.raises(DecompressionLimitError):
+            bounded_inflate(bomb)
+
+    peak = peak_bytes_of(reject)
+    assert peak <= stored_result_limit() + INFLATE_CHUNK_BYTES + MIB
+
+
+def test_a_result_at_the_default_limit_is_read_and_parsed_within_80_mb() -> None:
+    """A stored HTTP response as large as the default limit allows is inflated, decoded and
+    parsed with a peak below the ~80 MB a 128 MB function has left."""
+    body_bytes = stored_result_limit() - 100
+    text = '{"statusCode":200,"body":"' + "a" * body_bytes + '"}'
+    packed = zlib.compress(text.encode(), 1)
+    del text
+
+    def read() -> None:
+        assert 200 == json.loads(decode_stored_data(packed))["statusCode"]
+
+    assert peak_bytes_of(read) <= 80_000_000

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import functools
 import json
 from typing import Any, Optional
 
@@ -17,11 +18,13 @@ import pytest
 
 from idempotent_lambda import (
     IdempotencyConfigError,
+    IdempotencyPersistenceLayerError,
     InMemoryPersistenceLayer,
     idempotent,
     idempotent_function,
 )
 from idempotent_lambda.exceptions import (
+    IdempotencyCorruptRecordError,
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
 )
@@ -252,3 +255,84 @@ def test_get_actual_type_refuses_a_real_union() -> None:
     """A union of two types is not one model type."""
     with pytest.raises(IdempotencyModelTypeError):
         get_actual_type(int | str)
+
+
+def _replay_as(stored: Any, annotation: Any) -> Any:
+    """Store ``stored`` as an earlier, unannotated version of a function did, then replay it
+    through the current version, annotated ``-> annotation``; return what the replay gives."""
+    store = InMemoryPersistenceLayer()
+    decorate = idempotent_function(
+        data_keyword_argument="payload", persistence_store=store, key_prefix="receipts"
+    )
+
+    def earlier(payload):  # type: ignore[no-untyped-def]
+        return stored
+
+    def current(payload: int) -> Any:
+        raise AssertionError("the stored result replays")
+
+    current.__annotations__["return"] = annotation
+    assert stored == decorate(earlier)(payload=1)
+    return decorate(current)(payload=1)
+
+
+@pytest.mark.parametrize("stored", ["SECRET", ["SECRET"], 4111, {"sku": "SECRET"}], ids=repr)
+@pytest.mark.parametrize("model", [Line, Invoice], ids=["dataclass", "pydantic"])
+def test_a_stored_value_that_is_not_the_annotated_model_is_refused(
+    model: type[Any], stored: Any
+) -> None:
+    """Regression: a function annotated ``-> Line`` (or a pydantic model) replayed a stored str,
+    list or int unchanged, and a dict of other fields raised a raw TypeError or pydantic's
+    ValidationError. Each is now `IdempotencyCorruptRecordError`, naming the type, never the
+    stored value."""
+    with pytest.raises(IdempotencyCorruptRecordError, match=model.__name__) as refused:
+        _replay_as(stored, model)
+    message = str(refused.value)
+    assert "SECRET" not in message
+    assert "4111" not in message
+    assert isinstance(refused.value, IdempotencyPersistenceLayerError)
+
+
+@pytest.mark.parametrize("stored", ["text", {"sku": "a", "qty": 1}], ids=repr)
+@pytest.mark.parametrize("annotation", [list[Line], Optional[list[Line]]], ids=str)  # noqa: UP045
+def test_a_list_annotation_refuses_a_stored_value_that_is_not_a_list(
+    annotation: Any, stored: Any
+) -> None:
+    """``-> list[Line]`` does not replay a stored str or dict as if it were the list."""
+    with pytest.raises(IdempotencyCorruptRecordError, match="list"):
+        _replay_as(stored, annotation)
+
+
+def test_matching_stored_values_still_replay() -> None:
+    """What the annotation describes replays rebuilt; None replays as None where allowed."""
+    assert Line("a", 1) == _replay_as({"sku": "a", "qty": 1}, Line)
+    assert [Line("a", 1)] == _replay_as([{"sku": "a", "qty": 1}], list[Line])
+    assert _replay_as(None, Optional[Line]) is None  # noqa: UP045
+
+
+class Receipts:
+    """A callable object whose ``__call__`` is annotated with a model."""
+
+    def __call__(self, payload: int) -> Line:
+        return Line("a", payload)
+
+
+def annotated_line(payload: int, qty: int) -> Line:
+    return Line("p", qty)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [Receipts(), functools.partial(annotated_line, qty=3)],
+    ids=["callable-object", "partial"],
+)
+def test_callable_objects_and_partials_replay_their_annotated_model(function: Any) -> None:
+    """The return annotation of ``__call__``, or of a partial's function, rebuilds the model."""
+    decorated = idempotent_function(
+        data_keyword_argument="payload", persistence_store=InMemoryPersistenceLayer()
+    )(function)
+
+    first, replay = decorated(payload=1), decorated(payload=1)
+
+    assert first == replay
+    assert isinstance(replay, Line)
