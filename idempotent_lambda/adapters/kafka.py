@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
+from idempotent_lambda._entry import keyword_only
 from idempotent_lambda.adapters._batch import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
@@ -163,6 +164,7 @@ class KafkaRecord:
         )
 
 
+@keyword_only("@idempotent_kafka_handler(persistence_store=...)")
 def idempotent_kafka_handler(
     *,
     persistence_store: PersistenceStore,

@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from idempotent_lambda._entry import keyword_only
 from idempotent_lambda.adapters._batch import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
@@ -138,6 +139,7 @@ class KinesisRecord:
         )
 
 
+@keyword_only("@idempotent_kinesis_handler(persistence_store=...)")
 def idempotent_kinesis_handler(
     *,
     persistence_store: PersistenceStore,

@@ -18,6 +18,8 @@ from idempotent_lambda import (
 )
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
+from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from tests.unit._doubles import Runs
 
@@ -30,6 +32,8 @@ FACTORIES: dict[str, Callable[[InMemoryPersistenceLayer], Decorator]] = {
     "idempotent_http": lambda store: idempotent_http(persistence_store=store),
     "idempotent_sqs_handler": lambda store: idempotent_sqs_handler(persistence_store=store),
     "idempotent_stream_handler": lambda store: idempotent_stream_handler(persistence_store=store),
+    "idempotent_kinesis_handler": lambda store: idempotent_kinesis_handler(persistence_store=store),
+    "idempotent_kafka_handler": lambda store: idempotent_kafka_handler(persistence_store=store),
 }
 
 
@@ -126,6 +130,14 @@ BARE = {
     "idempotent_stream_handler": (
         idempotent_stream_handler,
         "@idempotent_stream_handler(persistence_store=...)",
+    ),
+    "idempotent_kinesis_handler": (
+        idempotent_kinesis_handler,
+        "@idempotent_kinesis_handler(persistence_store=...)",
+    ),
+    "idempotent_kafka_handler": (
+        idempotent_kafka_handler,
+        "@idempotent_kafka_handler(persistence_store=...)",
     ),
 }
 
