@@ -146,3 +146,21 @@ def test_a_decorated_handler_raises_the_configuration_error_before_running() -> 
 
     config_error_of(lambda: handler({"n": 1}, None))
     assert [] == runs
+
+
+@pytest.mark.usefixtures("no_region")
+def test_an_http_handler_answers_500_when_boto3_has_no_region() -> None:
+    """Issue 20 item 16, end to end: real boto3 with no region is a 500 problem, no retry hint."""
+    from idempotent_lambda.adapters.api_gateway import idempotent_http
+    from idempotent_lambda.testing import api_gateway_http_event
+
+    runs: list[int] = []
+
+    @idempotent_http(persistence_store=DynamoDBPersistenceLayer("any-table"))
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(1)
+        return {"statusCode": 201, "body": "{}"}
+
+    answer = handler(api_gateway_http_event(), None)
+    headers = {name.lower() for name in answer.get("headers", {})}
+    assert (500, False, []) == (answer["statusCode"], "retry-after" in headers, runs)
