@@ -157,23 +157,27 @@ def test_stored_result_is_powertools_own_text(result: Any) -> None:
     assert json.loads(expected) == POWERTOOLS.decode_result(expected)
 
 
-def test_a_store_without_the_format_is_refused_at_decoration() -> None:
-    """A custom store that cannot keep Powertools' records fails when decorating, not later."""
+@pytest.mark.parametrize("record_format", ["powertools", "native"])
+def test_a_store_without_format_views_keeps_records_as_given(record_format: str) -> None:
+    """A custom store with no ``with_record_format`` serves every format, the default included."""
+    inner = InMemoryPersistenceLayer(clock=ManualClock())
 
     class PlainStore:
-        clock = ManualClock()
+        clock = inner.clock
+        claim, complete, release, get = inner.claim, inner.complete, inner.release, inner.get
 
-        def claim(self, *args: Any, **kwargs: Any) -> Any: ...
-        def complete(self, *args: Any) -> Any: ...
-        def release(self, *args: Any) -> Any: ...
-        def get(self, *args: Any) -> Any: ...
+    calls: list[Any] = []
+    config = IdempotencyConfig(record_format=record_format)  # type: ignore[arg-type]
 
-    decorate = idempotent(
-        persistence_store=PlainStore(),  # type: ignore[arg-type]
-        config=IdempotencyConfig(record_format="powertools"),
-    )
-    with pytest.raises(IdempotencyConfigError, match="powertools"):
-        decorate(lambda event, context: None)
+    @idempotent(persistence_store=PlainStore(), config=config, key_prefix="p")
+    def handler(event: Any, context: Any) -> Any:
+        calls.append(event)
+        return {"ok": True}
+
+    assert [{"ok": True}] * 2 == [handler({"id": 1}, None) for _ in range(2)]
+    assert 1 == len(calls)
+    (key,) = inner._records
+    assert f"p#{config.format.digest(config.hash_name, {'id': 1})}" == key
 
 
 def test_powertools_format_runs_the_lifecycle_in_memory() -> None:

@@ -27,6 +27,7 @@ from idempotent_lambda.persistence.dynamodb._schema import (
     KeySchemaCheck,
     partition_values,
 )
+from idempotent_lambda._record_format import POWERTOOLS_UNSTORABLE_ATTR
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     POWERTOOLS_IN_PROGRESS,
@@ -113,7 +114,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         large_result_kms_key_id: str | None = None,
     ) -> None:
         static_pk_value, self._powertools_pk = partition_values(static_pk_value)
-        self.table_name = table_name
+        self._table_name = [table_name]  # one cell, shared with the format views
         self.clock = clock
         self._schema = ItemSchema(
             key_attr=key_attr,
@@ -128,6 +129,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         )
         self._key_schema = KeySchemaCheck(self._schema, table_name)
         self._threshold = compression_threshold_bytes
+        self._references = True  # results offloaded to S3 are resolved
         self._large = LargeResults(
             bucket=large_result_bucket,
             prefix=large_result_prefix,
@@ -145,6 +147,15 @@ class DynamoDBPersistenceLayer(OperatorMethods):
             boto_config=boto_config,
             defaults=DYNAMODB_DEFAULTS,
         )
+
+    @property
+    def table_name(self) -> str:
+        """The table; assigning one (as Powertools' testing pattern does) repoints the views too."""
+        return self._table_name[0]
+
+    @table_name.setter
+    def table_name(self, table_name: str) -> None:
+        self._table_name[0] = table_name
 
     @property
     def client(self) -> DynamoDBClient:
@@ -173,9 +184,11 @@ class DynamoDBPersistenceLayer(OperatorMethods):
             self._schema,
             in_progress_value=POWERTOOLS_IN_PROGRESS,
             static_pk_value=self._powertools_pk,
+            unstorable_attr=POWERTOOLS_UNSTORABLE_ATTR,
         )
         view._threshold = sys.maxsize
         view._large = LargeResults()  # no offload
+        view._references = False  # a result is the user's data, even one that reads like {"$s3"
         return view
 
     def claim(
@@ -382,7 +395,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
     def _resolve(self, record: IdempotencyRecord) -> IdempotencyRecord:
         """Replace an S3 reference in ``record`` by the result it points at."""
         data = record.response_data
-        if data is None or not is_reference(data):
+        if data is None or not self._references or not is_reference(data):
             return record
         return replace(record, response_data=self._large.resolve(data))
 
