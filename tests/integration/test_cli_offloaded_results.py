@@ -23,7 +23,7 @@ from idempotent_lambda.cli import main
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
+CONFIG = IdempotencyConfig(record_format="native", event_key_jmespath="order_id")  # offloads
 #: About 130 KB of random text: over the 1 KB threshold used below.
 BIG = base64.b64encode(os.urandom(100_000)).decode()
 

@@ -169,16 +169,23 @@ class DynamoDBPersistenceLayer(OperatorMethods):
     def with_record_format(self, record_format: str) -> DynamoDBPersistenceLayer:
         """Return this store reading and writing records in ``record_format`` (same table, client).
 
-        ``"powertools"`` writes items exactly as Powertools 3.x does, plus the ``owner`` it
+        ``"powertools"`` writes items exactly as Powertools 3.x does, plus attributes it
         ignores (see docs/shared-tables.md); results are never compressed nor offloaded.
 
         Raises:
-            IdempotencyConfigError: An unknown format.
+            IdempotencyConfigError: An unknown format, or ``"powertools"`` on a store with a
+                ``large_result_bucket`` (Powertools cannot read an offloaded result).
         """
         if record_format == "native":
             return self
         if record_format != "powertools":
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
+        if self._large.bucket is not None:
+            raise IdempotencyConfigError(
+                "large_result_bucket offloads results in the native format only (Powertools "
+                'cannot read them): pass IdempotencyConfig(record_format="native"), on a table '
+                "no Powertools code reads"
+            )
         view = copy.copy(self)  # shares the lazily built client
         view._schema = replace(
             self._schema,
