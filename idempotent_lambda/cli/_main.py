@@ -348,7 +348,9 @@ def _add_key(key: argparse.ArgumentParser) -> None:
     key.add_argument(
         "--validation-jmespath", default="", metavar="EXPR", help="payload_validation_jmespath"
     )
-    key.add_argument("--hash", default=None, metavar="NAME", help="hash_function (the format's own)")
+    key.add_argument(
+        "--hash", default=None, metavar="NAME", help="hash_function (the format's own)"
+    )
     key.add_argument("event", metavar="EVENT.json", help="the event or payload; - reads stdin")
 
 

@@ -32,7 +32,9 @@ __all__ = ["IdempotencyAlreadyInProgressError", "IdempotencyValidationError"]
 TABLE = os.environ.get("IDEMPOTENCY_TABLE", "IdempotencyTable")
 orders_layer = DynamoDBPersistenceLayer(table_name=TABLE)
 payments_layer = DynamoDBPersistenceLayer(table_name=TABLE)  # one per decorator, as advised
-order_config = IdempotencyConfig(event_key_jmespath="order_id", payload_validation_jmespath="amount")
+order_config = IdempotencyConfig(
+    event_key_jmespath="order_id", payload_validation_jmespath="amount"
+)
 payment_config = IdempotencyConfig(event_key_jmespath="payment_id")
 
 

@@ -104,7 +104,21 @@ def test_defaults_match_the_contract() -> None:
         config.response_hook,
         config.record_format,
     )
-    assert ("", "", False, 3600, None, 900, 0, False, 256, "md5", None, None, "powertools") == actual
+    assert (
+        "",
+        "",
+        False,
+        3600,
+        None,
+        900,
+        0,
+        False,
+        256,
+        "md5",
+        None,
+        None,
+        "powertools",
+    ) == actual
 
 
 @pytest.mark.parametrize(
@@ -485,7 +499,7 @@ def test_default_prefix_uses_the_function_name_from_the_environment(
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
 ) -> None:
-    """Natively, without ``key_prefix``: ``{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}``.
+    """Natively, without ``key_prefix``: ``{function name or 'local'}.{module}.{qualname}``.
 
     The default format's prefix is Powertools' own (tests/unit/test_record_format.py).
     """

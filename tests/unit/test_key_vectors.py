@@ -1,8 +1,9 @@
 """Committed test vectors of the stored key format (DESIGN §7a): inputs → canonical JSON → key.
 
 The expected canonical texts were written by hand from the specification, and the digests are
-sha256 of those texts. They are the native format's (``record_format="native"``, the opt-in). The key is a stored format: if a vector changes, existing records stop
-matching their retries. Never regenerate these from the implementation.
+sha256 of those texts. They are the native format's (``record_format="native"``, the opt-in).
+The key is a stored format: if a vector changes, existing records stop matching their retries.
+Never regenerate these from the implementation.
 """
 
 from __future__ import annotations

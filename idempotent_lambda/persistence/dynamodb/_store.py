@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._record_format import POWERTOOLS_UNSTORABLE_ATTR
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyCorruptRecordError,
@@ -27,7 +28,6 @@ from idempotent_lambda.persistence.dynamodb._schema import (
     KeySchemaCheck,
     partition_values,
 )
-from idempotent_lambda._record_format import POWERTOOLS_UNSTORABLE_ATTR
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     POWERTOOLS_IN_PROGRESS,
