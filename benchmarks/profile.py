@@ -14,7 +14,7 @@ import pstats
 from benchmarks import cpu
 from benchmarks.events import event_factories
 
-_VARIANTS = {"ours": cpu.OURS, "ours-md5": cpu.OURS_MD5, "powertools": cpu.POWERTOOLS}
+_VARIANTS = {"ours": cpu.OURS, "ours-native": cpu.OURS_NATIVE, "powertools": cpu.POWERTOOLS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,6 @@ from idempotent_lambda._lambda_context import (
     current_lambda_context,
 )
 from idempotent_lambda._observability import Outcome, Reporter, Tally, cause_name
-from idempotent_lambda._result_codec import unstorable_marker, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -509,7 +508,9 @@ class IdempotentFunction:
                 f"nothing was written, because the result cannot be stored: {error}"
             ) from error
         try:
-            yield from self._write_completed(inv, tally, unstorable_marker(str(error)))
+            yield from self._write_completed(
+                inv, tally, self.config.format.unstorable_marker(str(error))
+            )
         except Exception as exc:  # an outage: the record stays IN_PROGRESS until its lease ends
             tally.report(Outcome.COMPLETE_FAILED, error=cause_name(exc))
         else:
@@ -599,7 +600,7 @@ class IdempotentFunction:
         data = record.response_data
         if data is None:
             raise IdempotencyPersistenceLayerError("a COMPLETED record holds no result")
-        reason = unstorable_reason(data)
+        reason = self.config.format.unstorable_reason(data)
         if reason is not None:
             raise IdempotencyUnstorableResultError(
                 f"the first call ran, but its result could not be stored: {reason}"

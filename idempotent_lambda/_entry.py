@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, IdempotentFunction
-from idempotent_lambda._record_format import NATIVE, RecordFormat
+from idempotent_lambda._record_format import POWERTOOLS, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -249,8 +249,11 @@ def named_by(function: Callable[..., Any]) -> Any:
     return type(function)
 
 
-def default_prefix(function: Callable[..., Any], record_format: RecordFormat = NATIVE) -> str:
-    """Return ``"{function name}.{module}.{qualname}"``, the name read now by the format."""
+def default_prefix(function: Callable[..., Any], record_format: RecordFormat = POWERTOOLS) -> str:
+    """Return ``"{function name}.{module}.{qualname}"``, the name read now by the format.
+
+    ``record_format`` defaults to the default config's (Powertools').
+    """
     named = named_by(function)
     return f"{record_format.function_name()}.{named.__module__}.{named.__qualname__}"
 

@@ -5,13 +5,16 @@ becomes the JSON that is hashed, how a result becomes stored text and back, whic
 is the default and what the key prefix says when no Lambda function name is set. The stores map
 the same format name onto their items (`idempotent_lambda.persistence.protocol.store_for_format`).
 
-``native`` is this library's own format: canonical JSON hashed with sha256, results that replay
-exactly (`idempotent_lambda._canonical`, `idempotent_lambda._result_codec`). ``powertools`` is
-what AWS Lambda Powertools 3.x writes, so both libraries can share one table; every rule of that
-format is in this module: the key is the hash of ``json.dumps(material, sort_keys=True)`` with
-Powertools' encoder rules (md5 by default), the validation hash is the same over the validated
-part, a result is ``json.dumps(result, sort_keys=True)`` with Decimal as its text, IN_PROGRESS is
-spelled ``INPROGRESS``, and an unnamed function is ``test-func``.
+``powertools`` (the default) is what AWS Lambda Powertools 3.x writes, so both libraries can
+share one table; every rule of that format is in this module: the key is the hash of
+``json.dumps(material, sort_keys=True)`` with Powertools' encoder rules (md5 by default), the
+validation hash is the same over the validated part, a result is ``json.dumps(result,
+sort_keys=True)`` with Decimal as its text and never more than `MAX_STORED_DATA_BYTES`,
+IN_PROGRESS is spelled ``INPROGRESS``, and an unnamed function is ``test-func``. A stored result
+is always the user's data; a result that could not be stored is held as an IN_PROGRESS record
+that Powertools refuses until it expires (`hold_unstorable`). ``native`` is this library's own
+format: canonical JSON hashed with sha256, results that replay exactly
+(`idempotent_lambda._canonical`, `idempotent_lambda._result_codec`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Literal
 from idempotent_lambda import _result_codec
 from idempotent_lambda._canonical import canonical_bytes, to_plain
 from idempotent_lambda.exceptions import IdempotencyKeyError, IdempotencyUnstorableResultError
+from idempotent_lambda.record import IdempotencyRecord, Status
 
 RecordFormatName = Literal["native", "powertools"]
 """The values ``IdempotencyConfig(record_format=...)`` accepts."""
@@ -48,6 +52,9 @@ class RecordFormat:
         canonical: Returns the bytes that are hashed for key or validation material.
         encode_result: Returns the stored text of a (serialised) result.
         decode_result: Inverts ``encode_result``.
+        unstorable_marker: Returns the stored text that stands for a result that could not be
+            stored (given why); no result's stored text is ever one.
+        unstorable_reason: Returns why, when stored text is such a marker; else None.
         function_name: Returns the function-name part of the default key prefix, read now.
     """
 
@@ -57,6 +64,8 @@ class RecordFormat:
     canonical: Callable[[Any], bytes]
     encode_result: Callable[[Any], str]
     decode_result: Callable[[str], Any]
+    unstorable_marker: Callable[[str], str]
+    unstorable_reason: Callable[[str], str | None]
     function_name: Callable[[], str]
 
     def digest(self, hash_name: str, material: Any) -> str:
@@ -83,6 +92,18 @@ def lambda_function_name() -> str:
 
 POWERTOOLS_IN_PROGRESS = "INPROGRESS"
 """How Powertools spells the IN_PROGRESS status in its stored records."""
+#: The most a stored result (text, or zlib bytes) may take, in every store and format. DynamoDB's
+#: item limit is 400 KiB (409,600 bytes) counting attribute names and every other attribute; this
+#: leaves 9,600 bytes for those: the largest keys DynamoDB allows (2,048-byte partition plus
+#: 1,024-byte sort key), the names, a sha512 validation hash, the owner token and the timestamps.
+#: The other stores could hold more, but apply the same limit so a result behaves the same
+#: everywhere.
+MAX_STORED_DATA_BYTES = 400_000
+POWERTOOLS_UNSTORABLE_ATTR = "unstorable"
+"""The attribute (Redis: JSON field) that holds why a held record's result was not stored."""
+#: How the engine's marker of an unstorable result starts in Powertools' format: no JSON text
+#: starts with ``$``, so no stored result is ever read as one.
+POWERTOOLS_UNSTORABLE_START = "$unstorable:"
 STATUS_CONSTANTS = MappingProxyType(
     {"INPROGRESS": POWERTOOLS_IN_PROGRESS, "COMPLETED": "COMPLETED", "EXPIRED": "EXPIRED"}
 )
@@ -134,15 +155,27 @@ def _powertools_canonical(material: Any) -> bytes:
 
 
 def _powertools_encode_result(value: Any) -> str:
+    """Return Powertools' text of ``value``: plain JSON, never compressed nor offloaded.
+
+    Raises:
+        IdempotencyUnstorableResultError: `json` refuses ``value`` or anything in it raises
+            while it is encoded, or the text is over `MAX_STORED_DATA_BYTES`.
+    """
     try:
-        return json.dumps(value, default=_json_default, sort_keys=True)
+        text = json.dumps(value, default=_json_default, sort_keys=True)
     except RecursionError as exc:
         raise IdempotencyUnstorableResultError("result is nested too deeply to store") from exc
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # json's refusal, or a mapping or model that raises while encoded
         raise IdempotencyUnstorableResultError(
             f"cannot store this result in Powertools' format ({type(exc).__name__}); "
             "return JSON-like data or pass an output_serializer"
         ) from exc
+    if len(text) > MAX_STORED_DATA_BYTES:  # ASCII (json.dumps escapes the rest): bytes = chars
+        raise IdempotencyUnstorableResultError(
+            f"result is {len(text)} bytes as JSON; Powertools' format stores at most "
+            f"{MAX_STORED_DATA_BYTES}, as plain text (it cannot read compressed or offloaded ones)"
+        )
+    return text
 
 
 def _powertools_decode_result(text: str) -> Any:
@@ -150,6 +183,50 @@ def _powertools_decode_result(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise _result_codec.corrupt(exc) from exc
+
+
+def _powertools_unstorable_marker(reason: str) -> str:
+    return POWERTOOLS_UNSTORABLE_START + reason
+
+
+def _powertools_unstorable_reason(text: str) -> str | None:
+    if not text.startswith(POWERTOOLS_UNSTORABLE_START):
+        return None
+    return text[len(POWERTOOLS_UNSTORABLE_START) :]
+
+
+def hold_unstorable(record: IdempotencyRecord) -> tuple[IdempotencyRecord, str | None]:
+    """Return how a Powertools layout stores ``record``, and why it is unstorable (or None).
+
+    A COMPLETED record whose data is the format's unstorable marker is stored as the
+    IN_PROGRESS record Powertools itself would refuse until the expiration: no data, the lease
+    ending with the expiration. The reason goes into an attribute Powertools ignores, which
+    `release_unstorable` reads back. Any other record is stored as it is.
+    """
+    data = record.response_data
+    reason = None if data is None else _powertools_unstorable_reason(data)
+    if record.status is not Status.COMPLETED or reason is None:
+        return record, None
+    expiry = record.expiry_timestamp
+    held = dataclasses.replace(
+        record,
+        status=Status.IN_PROGRESS,
+        in_progress_expiry_timestamp=None if expiry is None else (expiry + 1) * 1000,
+        response_data=None,
+    )
+    return held, reason
+
+
+def release_unstorable(record: IdempotencyRecord, reason: str | None) -> IdempotencyRecord:
+    """Invert `hold_unstorable`: an IN_PROGRESS record with a reason is the marker again."""
+    if reason is None or record.status is not Status.IN_PROGRESS:
+        return record
+    return dataclasses.replace(
+        record,
+        status=Status.COMPLETED,
+        in_progress_expiry_timestamp=None,
+        response_data=_powertools_unstorable_marker(reason),
+    )
 
 
 def _powertools_function_name() -> str:
@@ -164,6 +241,8 @@ NATIVE = RecordFormat(
     canonical=canonical_bytes,
     encode_result=_result_codec.encode_result,
     decode_result=_result_codec.decode_result,
+    unstorable_marker=_result_codec.unstorable_marker,
+    unstorable_reason=_result_codec.unstorable_reason,
     function_name=lambda_function_name,
 )
 
@@ -174,6 +253,8 @@ POWERTOOLS = RecordFormat(
     canonical=_powertools_canonical,
     encode_result=_powertools_encode_result,
     decode_result=_powertools_decode_result,
+    unstorable_marker=_powertools_unstorable_marker,
+    unstorable_reason=_powertools_unstorable_reason,
     function_name=_powertools_function_name,
 )
 

@@ -54,9 +54,10 @@ class Extracted(NamedTuple):
 class IdempotencyConfig:
     """Settings of one decorated function; validated and compiled when built.
 
-    The names and defaults match Powertools' ``IdempotencyConfig`` except ``hash_function``, which
-    defaults to sha256 here (md5, as in Powertools, with ``record_format="powertools"``). Each
-    decorator keeps its own config, even when functions share a store.
+    The names and defaults match Powertools' ``IdempotencyConfig``, and by default records are
+    read and written exactly as Powertools 3.x does, so a service moving over by its import line
+    shares its table with the Powertools code still running. Each decorator keeps its own
+    config, even when functions share a store.
 
     Attributes:
         event_key_jmespath: What in the payload identifies the request; ``""`` = the whole payload.
@@ -70,8 +71,8 @@ class IdempotencyConfig:
         use_local_cache: Keep completed records in a per-function, per-process LRU.
         local_cache_max_items: Capacity of that LRU.
         hash_function: Any `hashlib` algorithm name with a fixed digest size; None (the default)
-            means the record format's own: sha256 for ``"native"``, md5 for ``"powertools"``.
-            `hash_name` says which is used.
+            means the record format's own: md5 for ``"powertools"`` (as Powertools), sha256 for
+            ``"native"``. `hash_name` says which is used.
         lambda_context: A context to fall back on when none is bound (Powertools compatibility).
         response_hook: ``hook(response, record) -> response``, applied to replays only.
         in_progress_expiry_seconds: Lease of an IN_PROGRESS record when no Lambda context is
@@ -87,9 +88,11 @@ class IdempotencyConfig:
         logger: Where decision lines go: a `logging.Logger`, or a Powertools ``Logger`` so they
             come out in its structured format with an ``idempotency`` key; by default the
             ``idempotent_lambda`` logger. Powertools is never required.
-        record_format: ``"native"`` (this library's format) or ``"powertools"``: records as
-            AWS Lambda Powertools 3.x writes them, plus an ``owner`` attribute for fencing, so
-            both libraries can share a table (see the shared tables guide).
+        record_format: ``"powertools"`` (the default): records as AWS Lambda Powertools 3.x
+            writes them, plus attributes it ignores (``owner`` for fencing), so both libraries
+            share a table. ``"native"``: this library's own format (exact replay of values that
+            are not JSON, canonical numeric keys, compressed and offloaded large results), for
+            tables no Powertools code reads or writes (see the shared tables guide).
     """
 
     event_key_jmespath: str = ""
@@ -106,7 +109,7 @@ class IdempotencyConfig:
     wait_for_in_progress_seconds: float = 0
     decision_hook: Callable[[Decision], None] | None = None
     logger: Any = None
-    record_format: RecordFormatName = "native"
+    record_format: RecordFormatName = "powertools"
 
     _key_expression: _Node | None = field(init=False, repr=False, compare=False)
     _validation_expression: _Node | None = field(init=False, repr=False, compare=False)

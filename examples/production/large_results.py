@@ -11,7 +11,11 @@ store = DynamoDBPersistenceLayer(
 )
 
 
-@idempotent(persistence_store=store, config=IdempotencyConfig(event_key_jmespath="report_id"))
+# Offloading is the native format's (a table no Powertools code reads): Powertools cannot read it.
+config = IdempotencyConfig(record_format="native", event_key_jmespath="report_id")
+
+
+@idempotent(persistence_store=store, config=config)
 def handler(event, context):
     # Stands in for a large report: ~1.4 MB of JSON that compresses poorly, so it goes to S3.
     rows = [hashlib.sha256(f"{event['report_id']}:{n}".encode()).hexdigest() for n in range(20_000)]

@@ -8,22 +8,18 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._limits import bounded_inflate
+from idempotent_lambda._record_format import (  # re-exported for the stores
+    MAX_STORED_DATA_BYTES as MAX_STORED_DATA_BYTES,  # noqa: PLC0414
+)
 from idempotent_lambda._record_format import (  # re-exported for the stores' Powertools layouts
     POWERTOOLS_IN_PROGRESS as POWERTOOLS_IN_PROGRESS,  # noqa: PLC0414
 )
 from idempotent_lambda.exceptions import (
-    IdempotencyConfigError,
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
 
-#: The most a stored result (text, or zlib bytes) may take, in every store. DynamoDB's item limit
-#: is 400 KiB (409,600 bytes) counting attribute names and every other attribute; this leaves
-#: 9,600 bytes for those: the largest keys DynamoDB allows (2,048-byte partition plus 1,024-byte
-#: sort key), the names, a sha512 validation hash, the owner token and the timestamps. The other
-#: stores could hold more, but apply the same limit so a result behaves the same everywhere.
-MAX_STORED_DATA_BYTES = 400_000
 #: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
 DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
 #: DynamoDB's ``TransactWriteItems`` takes at most 100 items; one is the idempotency record.
@@ -155,20 +151,14 @@ def transactional(store: object) -> TransactionalStore:
 def store_for_format(store: PersistenceStore, record_format: str) -> PersistenceStore:
     """Return the view of ``store`` that reads and writes records in ``record_format``.
 
-    ``"native"`` is the store itself. Any other format is asked of the store's optional
-    ``with_record_format(name)`` method, which returns a store sharing the same table and client
-    but mapping records onto that format's items.
-
-    Raises:
-        IdempotencyConfigError: The store cannot keep records in that format.
+    A store that maps records onto a shared layout (DynamoDB, Redis) has a
+    ``with_record_format(name)`` method returning a store on the same table and client that
+    maps them onto that format's items. A store without one keeps records as it is given them
+    (in memory, or a custom store), so every format is the same to it: it is returned as is.
     """
-    if record_format == "native":
-        return store
     view = getattr(store, "with_record_format", None)
-    if not callable(view):
-        raise IdempotencyConfigError(
-            f"{type(store).__name__} cannot keep records in the {record_format!r} format"
-        )
+    if record_format == "native" or not callable(view):
+        return store
     viewed: PersistenceStore = view(record_format)
     return viewed
 

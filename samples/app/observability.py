@@ -22,5 +22,14 @@ metrics = Metrics()
 
 
 def idempotency_config(**options: Any) -> IdempotencyConfig:
-    """Return an `IdempotencyConfig` with ``options`` that logs and counts through Powertools."""
-    return IdempotencyConfig(logger=logger, decision_hook=PowertoolsMetricsHook(metrics), **options)
+    """Return an `IdempotencyConfig` with ``options`` that logs and counts through Powertools.
+
+    The sample's tables are its own (no Powertools code reads them), so it uses the native
+    format: exact replay, and large results offloaded to the bucket.
+    """
+    return IdempotencyConfig(
+        record_format="native",
+        logger=logger,
+        decision_hook=PowertoolsMetricsHook(metrics),
+        **options,
+    )

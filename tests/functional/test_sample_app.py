@@ -280,7 +280,9 @@ def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -
     @idempotent_function(
         data_keyword_argument="request",
         persistence_store=idempotency_store(prefix),
-        config=IdempotencyConfig(expires_after_seconds=record_expiry_seconds()),
+        config=IdempotencyConfig(
+            record_format="native", expires_after_seconds=record_expiry_seconds()
+        ),  # as the sample's handlers (samples.app.observability): offloading is native
         key_prefix=prefix,
     )
     def export(request: dict[str, Any]) -> str:

@@ -41,6 +41,7 @@ def invoke(
         IdempotencyConfig,
         idempotent,
     )
+    from idempotent_lambda.persistence.base import store_for_format
     from idempotent_lambda.testing import FakeLambdaContext
 
     client = boto3.session.Session().client(
@@ -57,6 +58,7 @@ def invoke(
             arrivals.append(True)
             arrived.release()
 
+    store = store_for_format(store, config.record_format)  # the view the engine reads through
     read = store.get
 
     def get(idempotency_key: str) -> Any:

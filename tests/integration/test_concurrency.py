@@ -28,7 +28,7 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     idempotent,
 )
-from idempotent_lambda.persistence.base import PersistenceStore
+from idempotent_lambda.persistence.base import PersistenceStore, store_for_format
 from idempotent_lambda.testing import FakeLambdaContext
 from tests.integration import _process_worker
 
@@ -144,6 +144,7 @@ def test_threads_in_wait_mode_all_get_the_one_result(
     config = IdempotencyConfig(wait_for_in_progress_seconds=WAIT_S)
     polling: set[int] = set()  # the threads that found the key in progress and poll it
     polled = threading.Condition()
+    store = store_for_format(store, config.record_format)  # the view the engine reads through
     read = store.get
 
     def get(idempotency_key: str) -> Any:

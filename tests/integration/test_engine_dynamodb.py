@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 EVENT = {"order_id": 7, "amount": 10}
+NATIVE = IdempotencyConfig(record_format="native")  # compression, exact replay
 
 
 @contextmanager
@@ -241,7 +242,7 @@ def test_large_results_are_stored_compressed_and_round_trip(
     """Results above the threshold are stored as zlib bytes (B) and replay exactly."""
     runs = Runs()
 
-    @idempotent(persistence_store=dynamodb_store, key_prefix="orders")
+    @idempotent(persistence_store=dynamodb_store, config=NATIVE, key_prefix="orders")
     def handler(event: dict[str, Any], context: Any) -> Any:
         runs()
         return result
@@ -263,7 +264,7 @@ def test_result_too_large_even_compressed_is_unstorable(
     """2 MB of random text: unstorable; the record is COMPLETED with a marker; retries raise."""
     runs = Runs()
 
-    @idempotent(persistence_store=dynamodb_store, key_prefix="orders")
+    @idempotent(persistence_store=dynamodb_store, config=NATIVE, key_prefix="orders")
     def handler(event: dict[str, Any], context: Any) -> Any:
         runs()
         return base64.b64encode(os.urandom(1_500_000)).decode()
@@ -286,7 +287,7 @@ def test_falsy_and_decimal_results_replay_exactly(
 
     values: list[Any] = [{}, [], 0, False, "", None, Decimal("1.10"), {"$x": (1, b"\x00")}]
 
-    @idempotent(persistence_store=dynamodb_store, key_prefix="values")
+    @idempotent(persistence_store=dynamodb_store, config=NATIVE, key_prefix="values")
     def handler(event: dict[str, Any], context: Any) -> Any:
         return values[event["index"]]
 

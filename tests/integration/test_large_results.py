@@ -36,7 +36,7 @@ from idempotent_lambda.transaction import current_transaction
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
+CONFIG = IdempotencyConfig(record_format="native", event_key_jmespath="order_id")  # offloads
 EVENT = {"order_id": 7}
 #: About 1.3 MB of random text: about 1 MB once compressed, far over an item's 400 KB.
 BIG = base64.b64encode(os.urandom(1_000_000)).decode()

@@ -25,7 +25,7 @@ from idempotent_lambda.testing import FakeLambdaContext
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
+CONFIG = IdempotencyConfig(record_format="native", event_key_jmespath="order_id")  # offloads
 EVENT = {"order_id": 7}
 BIG = base64.b64encode(os.urandom(600_000)).decode()
 MOTO_ACCOUNT = "123456789012"

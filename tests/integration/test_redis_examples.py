@@ -179,7 +179,7 @@ def test_glide_client_with_aws_secrets_example(
 
 
 def test_customized_field_names_example(redis_client: redis.Redis, lambda_context: Any) -> None:
-    """The attribute-name options name the hash fields."""
+    """The attribute-name options name the record's fields (Powertools' JSON, by default)."""
     persistence_layer = RedisCachePersistenceLayer(
         client=redis_client,
         in_progress_expiry_attr="lease_end",
@@ -196,8 +196,8 @@ def test_customized_field_names_example(redis_client: redis.Redis, lambda_contex
 
     assert {"amount": 3} == lambda_handler({"amount": 3}, lambda_context)
     (key,) = redis_client.keys("*")
-    expected = {b"state", b"expires", b"result", b"checksum", b"owner"}
-    assert expected == set(redis_client.hgetall(key))
+    expected = {"state", "expires", "result", "checksum", "owner"}
+    assert expected == set(json.loads(redis_client.get(key)))
     assert {"amount": 3} == lambda_handler({"amount": 3}, lambda_context)
 
 

@@ -33,6 +33,7 @@ from tests.integration import _redis_worker
 from tests.integration._redis_server import requests_seen_by_server
 
 PROCESSES = 4
+NATIVE = IdempotencyConfig(record_format="native")  # compression, exact replay
 GRACE_MS = 300_000
 
 
@@ -155,7 +156,7 @@ def test_client_decoding_responses_still_replays_compressed_results(
     store = RedisCachePersistenceLayer(client=client)
     big = [{"line": i, "text": "é ✓ " * 5} for i in range(2_000)]
 
-    @idempotent(persistence_store=store, key_prefix="decoded")
+    @idempotent(persistence_store=store, config=NATIVE, key_prefix="decoded")
     def handler(event: dict[str, Any], context: Any) -> list[dict[str, Any]]:
         return big
 

@@ -1,20 +1,18 @@
-"""One table shared by Powertools and this library (``record_format="powertools"``), both ways.
+"""One table shared by Powertools and this library with the default config, both ways.
 
 Every test decorates the same function twice, once with real Powertools (a dev dependency) and
 once with `idempotent_lambda.idempotent`, on the same DynamoDB table (moto's server) or the same
-redis-server, as the two halves of a fleet in the middle of a rolling deploy would.
+redis-server, as the two halves of a fleet in the middle of a rolling deploy (or a rollback)
+would. Both get the same options and nothing else: no ``record_format``, no ``hash_function``,
+the literal import swap.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import redis
 
 from idempotent_lambda import (
     IdempotencyAlreadyInProgressError,
@@ -22,83 +20,33 @@ from idempotent_lambda import (
     IdempotencyValidationError,
     idempotent,
 )
-from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._entry import default_prefix
 from idempotent_lambda._identity import derive_invocation
-from idempotent_lambda._record_format import POWERTOOLS
-from idempotent_lambda.persistence.base import PersistenceStore, store_for_format
-from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
-from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
+from idempotent_lambda.persistence.base import store_for_format
 from idempotent_lambda.record import IdempotencyRecord, Status
-from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-from tests.integration._two_libraries import WAIT_S, Body, Crash
-
-pt = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
-from aws_lambda_powertools.utilities.idempotency import exceptions as pt_errors  # noqa: E402
-from aws_lambda_powertools.utilities.idempotency.persistence.redis import (  # noqa: E402
-    RedisCachePersistenceLayer as PowertoolsRedis,
+from idempotent_lambda.testing import ManualClock
+from tests.integration._two_libraries import (
+    BACKENDS,
+    IN_PROGRESS_ERRORS,
+    LEASE_MS,
+    WAIT_S,
+    Body,
+    Crash,
+    Fleet,
+    Race,
+    both,
+    context,
+    fleet_on,
+    pt_errors,
+    wall_ms,
 )
 
-IN_PROGRESS_ERRORS = (
-    IdempotencyAlreadyInProgressError,
-    pt_errors.IdempotencyAlreadyInProgressError,
-)
-LEASE_MS = 120_000  # each invocation's time left: no lease passes while a loaded machine stalls
 
-
-@dataclass
-class Fleet:
-    """Builds each library's store on the shared table or server."""
-
-    backend: str
-    powertools_store: Callable[[], Any]
-    our_store: Callable[[Clock], PersistenceStore]
-
-
-@pytest.fixture(params=["dynamodb", "redis"])
+@pytest.fixture(params=BACKENDS)
 def fleet(request: pytest.FixtureRequest) -> Fleet:
     """The shared backend: a fresh DynamoDB table, or an emptied redis-server database."""
-    if request.param == "dynamodb":
-        table = request.getfixturevalue("idempotency_table")
-        client = request.getfixturevalue("dynamodb_client")
-        return Fleet(
-            "dynamodb",
-            lambda: pt.DynamoDBPersistenceLayer(table, boto3_client=client),
-            lambda clock: DynamoDBPersistenceLayer(table, boto3_client=client, clock=clock),
-        )
-    port = request.getfixturevalue("redis_port")
-    request.getfixturevalue("redis_client")  # empties the database
-
-    def client() -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=port)
-
-    return Fleet(
-        "redis",
-        lambda: PowertoolsRedis(client=client()),
-        lambda clock: RedisCachePersistenceLayer(client=client(), clock=clock),
-    )
-
-
-def both(
-    fleet: Fleet, body: Body, *, clock: Clock = SYSTEM_CLOCK, **options: Any
-) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Return ``body`` decorated by Powertools and by us, with the same options."""
-    theirs = pt.idempotent(
-        persistence_store=fleet.powertools_store(), config=pt.IdempotencyConfig(**options)
-    )(body.handler)
-    ours = idempotent(
-        persistence_store=fleet.our_store(clock),
-        config=IdempotencyConfig(record_format="powertools", **options),
-    )(body.handler)
-    return theirs, ours
-
-
-def context(clock: Clock = SYSTEM_CLOCK) -> FakeLambdaContext:
-    return FakeLambdaContext(timeout_ms=LEASE_MS, clock=clock)
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return fleet_on(request, request.param)
 
 
 VALIDATED = {"event_key_jmespath": "id", "payload_validation_jmespath": "amount"}
@@ -177,9 +125,9 @@ def test_we_never_complete_or_release_a_record_powertools_holds(fleet: Fleet) ->
     running = threading.Thread(target=theirs, args=(event, context()))
     running.start()
     assert body.entered.wait(WAIT_S)
-    store = store_for_format(fleet.our_store(SYSTEM_CLOCK), "powertools")
-    config = IdempotencyConfig(record_format="powertools")
-    prefix = default_prefix(body.handler, POWERTOOLS)
+    config = IdempotencyConfig()
+    store = store_for_format(fleet.our_store(SYSTEM_CLOCK), config.record_format)
+    prefix = default_prefix(body.handler, config.format)
     key = derive_invocation(config, event, prefix=prefix, now_ms=0, context=None)
     assert key is not None
     held = store.get(key.key)
@@ -269,38 +217,44 @@ def test_concurrent_invocations_one_from_each_library_run_the_body_once(fleet: F
     for attempt in range(5):
         body = Body()
         theirs, ours = both(fleet, body)
-        race = Race({"id": f"o-{attempt}"})
+        race = Race({"id": f"o-{attempt}"}, context())
         body.go = race.loser_done  # the winner's body waits until the loser was refused
-        threads = [threading.Thread(target=race.invoke, args=(h,)) for h in (theirs, ours)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(WAIT_S)
+        race.run(theirs, ours)
 
         assert (1, 1) == (body.calls, len(race.refused))
 
 
-class Race:
-    """Two invocations of one event, started together."""
+def test_we_wait_for_a_powertools_invocation_and_return_its_result(fleet: Fleet) -> None:
+    """With ``wait_for_in_progress_seconds``, we wait out Powertools' claim and replay it."""
+    body = Body()
+    theirs, _ = both(fleet, body)
+    config = IdempotencyConfig(wait_for_in_progress_seconds=WAIT_S)
+    store = store_for_format(fleet.our_store(SYSTEM_CLOCK), config.record_format)
+    read = store.get
 
-    def __init__(self, event: dict[str, Any]) -> None:
-        self.event = event
-        self.start = threading.Barrier(2)
-        self.refused: list[BaseException] = []
-        self.loser_done = threading.Event()
+    def polled(key: str) -> Any:  # our first poll lets Powertools' body finish
+        body.go.set()
+        return read(key)
 
-    def invoke(self, handler: Callable[..., Any]) -> None:
-        self.start.wait(WAIT_S)
-        try:
-            handler(self.event, context())
-        except IN_PROGRESS_ERRORS as exc:
-            self.refused.append(exc)
-            self.loser_done.set()
+    store.get = polled  # type: ignore[method-assign]
+    waiting = idempotent(persistence_store=store, config=config)(body.handler)
+    event = {"id": "o-1"}
+    body.go.clear()
+    results: list[Any] = []
+    running = threading.Thread(target=lambda: results.append(theirs(event, context())))
+    running.start()
+    assert body.entered.wait(WAIT_S)
+
+    waited = waiting(event, context())
+    running.join(WAIT_S)
+
+    assert results == [waited]
+    assert 1 == body.calls
 
 
 @pytest.mark.parametrize("function_name", [None, "orders"])
 def test_composite_keys_share_powertools_partition(
-    make_table: Callable[..., str],
+    request: pytest.FixtureRequest,
     dynamodb_client: Any,
     function_name: str | None,
     monkeypatch: pytest.MonkeyPatch,
@@ -310,15 +264,7 @@ def test_composite_keys_share_powertools_partition(
         monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
     else:
         monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", function_name)
-    table = make_table(key_attr="pk", sort_key_attr="sk")
-    options = {"key_attr": "pk", "sort_key_attr": "sk"}
-    fleet = Fleet(
-        "dynamodb",
-        lambda: pt.DynamoDBPersistenceLayer(table, boto3_client=dynamodb_client, **options),
-        lambda clock: DynamoDBPersistenceLayer(
-            table, boto3_client=dynamodb_client, clock=clock, **options
-        ),
-    )
+    fleet = fleet_on(request, "dynamodb", key_attr="pk", sort_key_attr="sk")
     body = Body()
     theirs, ours = both(fleet, body)
 
@@ -327,5 +273,5 @@ def test_composite_keys_share_powertools_partition(
 
     assert (first, second) == (ours({"id": "o-1"}, context()), theirs({"id": "o-2"}, context()))
     assert 2 == body.calls
-    partitions = {item["pk"]["S"] for item in dynamodb_client.scan(TableName=table)["Items"]}
+    partitions = {item["pk"]["S"] for item in fleet.read_raw()}
     assert {f"idempotency#{function_name or ''}"} == partitions

@@ -60,7 +60,7 @@ def step_of(operation: str, body: bytes | None) -> str | None:
         return "release"
     if operation == "PutItem" and body:
         status = json.loads(body).get("Item", {}).get("status", {}).get("S")
-        return {"IN_PROGRESS": "claim", "COMPLETED": "complete"}.get(status)
+        return {"IN_PROGRESS": "claim", "INPROGRESS": "claim", "COMPLETED": "complete"}.get(status)
     return None
 
 

@@ -3,7 +3,8 @@
 Items are written straight into the table (as a buggy tool, a hand edit or another program
 might leave them), then a decorated handler meets them. The outcome for each kind of damage is
 the documented one (docs/reliability.md, "Corrupt records"); in every case the body either runs
-once or not at all, and the caller gets a result or an `IdempotencyError`.
+once or not at all, and the caller gets a result or an `IdempotencyError`. The items are in the
+native format's layout (``record_format="native"``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from idempotent_lambda import (
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.reliability._support import SECRET, Executions, outcome_of, stored_key
 
-CONFIG = IdempotencyConfig(event_key_jmespath="order")
+CONFIG = IdempotencyConfig(record_format="native", event_key_jmespath="order")
 EVENT = {"order": 1, "card": SECRET}
 PREFIX = "corrupt"
 NOW_MS = ManualClock().now_ms()
@@ -221,7 +222,9 @@ def test_corrupt_item_met_while_waiting_is_a_typed_error(
 ) -> None:
     """Wait mode's poll (get) meets an item gone corrupt: `IdempotencyPersistenceLayerError`."""
     _, store, executions, key = setup
-    waiting = IdempotencyConfig(event_key_jmespath="order", wait_for_in_progress_seconds=1)
+    waiting = IdempotencyConfig(
+        record_format="native", event_key_jmespath="order", wait_for_in_progress_seconds=1
+    )
 
     @idempotent(persistence_store=store, config=waiting, key_prefix=PREFIX)
     def handler(event: dict[str, Any], context: Any) -> None:

@@ -130,9 +130,11 @@ def _http_handler(
 
 
 def _scan(store: DynamoDBPersistenceLayer) -> list[IdempotencyRecord]:
-    client = store._get_client()
-    items = client.scan(TableName=store.table_name, ConsistentRead=True)["Items"]
-    return [store._schema.from_item(item) for item in items]
+    """Read every record as the default format's view of ``store`` does."""
+    view = store.with_record_format(IdempotencyConfig().record_format)
+    client = view._get_client()
+    items = client.scan(TableName=view.table_name, ConsistentRead=True)["Items"]
+    return [view._schema.from_item(item) for item in items]
 
 
 # --- clock skew ------------------------------------------------------------------------------

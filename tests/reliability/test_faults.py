@@ -40,8 +40,7 @@ from idempotent_lambda import (
     idempotent,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda._result_codec import encode_result
-from idempotent_lambda.persistence.base import ClaimOutcome
+from idempotent_lambda.persistence.base import ClaimOutcome, store_for_format
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.reliability._faults import FAULTS, FaultInjector, RedisReplyDropper
 from tests.reliability._support import SECRET, Executions, outcome_of, stored_key
@@ -193,6 +192,7 @@ class Scenario:
             wait_for_in_progress_seconds=5 if wait else 0,
             decision_hook=lambda decision: self.decisions.append(decision.outcome.value),
         )
+        self.clean = store_for_format(clean, self.config.record_format)  # reads the default's
 
         @idempotent(persistence_store=store, config=self.config, key_prefix=PREFIX)
         def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -230,7 +230,9 @@ class Scenario:
             idempotency_key=key,
             status=Status.COMPLETED,
             expiry_timestamp=now // 1000 + 3600,
-            response_data=encode_result({"order": event["order"], "run": "holder"}),
+            response_data=self.config.format.encode_result(
+                {"order": event["order"], "run": "holder"}
+            ),
             owner="holder",
         )
         finished: list[bool] = []

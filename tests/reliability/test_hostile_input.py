@@ -48,6 +48,7 @@ from idempotent_lambda.adapters.dynamodb_stream import (
     idempotent_stream_handler,
 )
 from idempotent_lambda.adapters.sqs import MalformedEventError, SQSRecord, idempotent_sqs_handler
+from idempotent_lambda.persistence.base import store_for_format
 from idempotent_lambda.testing import FakeLambdaContext
 from tests.events import http_events as ev
 from tests.reliability._support import SECRET, Executions, outcome_of, watchdog
@@ -238,23 +239,29 @@ def test_deep_nesting_through_idempotent_function() -> None:
         process(deep_list())
 
 
-def test_hash_is_sha256_by_default_and_md5_only_when_asked() -> None:
-    """Key hygiene: sha256 hex (64 chars) by default; md5 (32) only when configured."""
+def test_hash_is_the_formats_own_and_sha256_natively() -> None:
+    """Key hygiene: hex digests; md5 (32 chars) by default, as Powertools; sha256 (64) natively.
+
+    md5 is the default only because Powertools' records are keyed with it; set
+    ``hash_function="sha256"`` (or the native format) on tables no Powertools code shares.
+    """
     store = InMemoryPersistenceLayer()
     keys: list[str] = []
     hook = {"decision_hook": lambda decision: keys.append(decision.key)}
-    for config, size in (
-        (IdempotencyConfig(**hook), 64),
-        (IdempotencyConfig(hash_function="md5", **hook), 32),
+    for prefix, config in (
+        ("default", IdempotencyConfig(**hook)),
+        ("native", IdempotencyConfig(record_format="native", **hook)),
+        ("sha256", IdempotencyConfig(hash_function="sha256", **hook)),
+        ("native-md5", IdempotencyConfig(record_format="native", hash_function="md5", **hook)),
     ):
 
-        @idempotent(persistence_store=store, config=config, key_prefix=f"hash-{size}")
+        @idempotent(persistence_store=store, config=config, key_prefix=f"hash-{prefix}")
         def handler(event: Any, context: Any) -> str:
             return "ok"
 
         handler({"card": SECRET}, None)
     digests = [key.split("#", 1)[1] for key in keys]
-    assert [64, 32] == [len(digest) for digest in digests]
+    assert [32, 64, 64, 32] == [len(digest) for digest in digests]
     assert all(set(digest) <= set("0123456789abcdef") for digest in digests)
     assert all(store.get(key) is not None for key in keys)
 
@@ -680,7 +687,7 @@ def test_unstorable_result_is_typed_and_never_runs_twice(
     assert 1 == executions.total
     [key] = keys
     assert key is not None
-    record = store.get(key)
+    record = store_for_format(store, config.record_format).get(key)
     assert record is not None
     assert Status.COMPLETED is record.status
 

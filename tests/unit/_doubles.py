@@ -7,7 +7,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from idempotent_lambda import Decision, IdempotencyPersistenceLayerError, IdempotencyRecord
+from idempotent_lambda import (
+    Decision,
+    IdempotencyConfig,
+    IdempotencyPersistenceLayerError,
+    IdempotencyRecord,
+)
 from idempotent_lambda.persistence.base import BatchReadStore, ClaimOutcome, PersistenceStore
 from idempotent_lambda.testing import ManualClock
 
@@ -126,6 +131,12 @@ class Runs:
         """Return how many times the body ran."""
         with self._lock:
             return len(self.seen)
+
+
+def is_unstorable_marker(data: str | None, config: IdempotencyConfig | None = None) -> bool:
+    """Tell whether stored ``data`` is the unstorable-result marker of the config's format."""
+    record_format = (config or IdempotencyConfig()).format
+    return data is not None and record_format.unstorable_reason(data) is not None
 
 
 def lease_end_ms(record: IdempotencyRecord) -> int:

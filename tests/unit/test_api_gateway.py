@@ -674,9 +674,14 @@ def test_unstorable_response_raises_and_so_do_its_retries(
 def test_a_response_without_a_json_form_replays_as_stored(
     shape: str, idempotency_store: Any, lambda_context: Any
 ) -> None:
-    """An inferred-format response that JSON cannot spell (Decimal) is replayed unchanged."""
+    """An inferred-format response that JSON cannot spell (Decimal) is replayed unchanged.
 
-    @idempotent_http(persistence_store=idempotency_store)
+    Natively; the default format replays the Decimal as its text, as Powertools does.
+    """
+
+    @idempotent_http(
+        persistence_store=idempotency_store, config=IdempotencyConfig(record_format="native")
+    )
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"price": decimal.Decimal("1.10")}
 

@@ -22,10 +22,9 @@ from idempotent_lambda import (
     Status,
     idempotent,
 )
-from idempotent_lambda._result_codec import UNSTORABLE_START
 from idempotent_lambda.persistence.base import ClaimOutcome
 from idempotent_lambda.testing import FakeLambdaContext
-from tests.unit._doubles import Runs
+from tests.unit._doubles import Runs, is_unstorable_marker
 
 T = TypeVar("T")
 EVENT = {"order_id": 7}
@@ -192,7 +191,7 @@ def test_cancelled_during_an_unstorable_completion_still_stores_the_marker(
     assert record is not None
     assert (Status.COMPLETED, True) == (
         record.status,
-        (record.response_data or "").startswith(UNSTORABLE_START),
+        is_unstorable_marker(record.response_data),
     )
     with pytest.raises(IdempotencyUnstorableResultError):
         asyncio.run(handler(EVENT, None))

@@ -104,7 +104,21 @@ def test_defaults_match_the_contract() -> None:
         config.response_hook,
         config.record_format,
     )
-    assert ("", "", False, 3600, None, 900, 0, False, 256, "sha256", None, None, "native") == actual
+    assert (
+        "",
+        "",
+        False,
+        3600,
+        None,
+        900,
+        0,
+        False,
+        256,
+        "md5",
+        None,
+        None,
+        "powertools",
+    ) == actual
 
 
 @pytest.mark.parametrize(
@@ -220,10 +234,15 @@ def test_unhashable_or_unevaluable_key_material_raises_key_error(
     event: dict[str, Any],
     expression: str,
 ) -> None:
-    """Key material with no canonical form, or an expression that fails, is a key error."""
+    """Key material with no canonical form, or an expression that fails, is a key error.
+
+    NaN has no canonical form in the native format; the default hashes it as Powertools does.
+    """
     runs = Runs()
     handler = make_handler(
-        idempotency_store, IdempotencyConfig(event_key_jmespath=expression), runs
+        idempotency_store,
+        IdempotencyConfig(record_format="native", event_key_jmespath=expression),
+        runs,
     )
 
     with pytest.raises(IdempotencyKeyError):
@@ -480,8 +499,12 @@ def test_default_prefix_uses_the_function_name_from_the_environment(
     lambda_context: FakeLambdaContext,
     decisions: Decisions,
 ) -> None:
-    """Without ``key_prefix``: ``{AWS_LAMBDA_FUNCTION_NAME or 'local'}.{module}.{qualname}``."""
-    handler = make_handler(idempotency_store, IdempotencyConfig(decision_hook=decisions), Runs())
+    """Natively, without ``key_prefix``: ``{function name or 'local'}.{module}.{qualname}``.
+
+    The default format's prefix is Powertools' own (tests/unit/test_record_format.py).
+    """
+    config = IdempotencyConfig(record_format="native", decision_hook=decisions)
+    handler = make_handler(idempotency_store, config, Runs())
 
     handler({"id": 1}, lambda_context)
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-fn")

@@ -188,9 +188,12 @@ class JobModel(pydantic.BaseModel):
 def test_a_field_without_json_form_matters_only_if_the_key_reads_it(
     idempotency_store: InMemoryPersistenceLayer, job_type: Any
 ) -> None:
-    """A lock in a field the key expression does not read is fine: the key comes from ``id``."""
+    """A lock in a field the key expression does not read is fine: the key comes from ``id``.
+
+    Native only: the default copies the whole payload first, as Powertools does (a key error).
+    """
     runs = Runs()
-    config = IdempotencyConfig(event_key_jmespath="id")
+    config = IdempotencyConfig(record_format="native", event_key_jmespath="id")
 
     @idempotent_function(
         data_keyword_argument="job", persistence_store=idempotency_store, config=config
@@ -209,7 +212,7 @@ def test_a_key_that_reaches_a_field_without_json_form_is_a_key_error(
 ) -> None:
     """Reaching the lock is an `IdempotencyKeyError` naming its type, never a raw TypeError."""
     runs = Runs()
-    config = IdempotencyConfig(event_key_jmespath=expression)
+    config = IdempotencyConfig(record_format="native", event_key_jmespath=expression)
 
     @idempotent_function(
         data_keyword_argument="job", persistence_store=idempotency_store, config=config
@@ -346,7 +349,11 @@ def test_default_prefix_reads_the_function_name_on_every_call(
 ) -> None:
     """``AWS_LAMBDA_FUNCTION_NAME`` is read per call: changing it changes the stored key."""
 
-    @idempotent_function(data_keyword_argument="order", persistence_store=idempotency_store)
+    @idempotent_function(
+        data_keyword_argument="order",
+        persistence_store=idempotency_store,
+        config=IdempotencyConfig(record_format="native"),  # "local"; the default: "test-func"
+    )
     def charge(order: dict[str, Any]) -> str:
         return "charged"
 

@@ -1,8 +1,9 @@
 """Committed test vectors of the stored key format (DESIGN §7a): inputs → canonical JSON → key.
 
 The expected canonical texts were written by hand from the specification, and the digests are
-sha256 of those texts. The key is a stored format: if a vector changes, existing records stop
-matching their retries. Never regenerate these from the implementation.
+sha256 of those texts. They are the native format's (``record_format="native"``, the opt-in).
+The key is a stored format: if a vector changes, existing records stop matching their retries.
+Never regenerate these from the implementation.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def test_key_vector(
     @idempotent_function(
         data_keyword_argument="payload",
         persistence_store=idempotency_store,
-        config=IdempotencyConfig(decision_hook=decisions),
+        config=IdempotencyConfig(record_format="native", decision_hook=decisions),
         key_prefix="vectors",
     )
     def process(payload: Any) -> str:
@@ -274,6 +275,7 @@ def test_handler_key_with_jmespath_and_hash_function(
 ) -> None:
     """A handler keyed on ``body`` hashes ``{"order_id":1}`` with the configured algorithm."""
     config = IdempotencyConfig(
+        record_format="native",
         event_key_jmespath="powertools_json(body)",
         hash_function=hash_function,
         decision_hook=decisions,

@@ -23,7 +23,7 @@ from idempotent_lambda.testing import FakeLambdaContext
 from tests.unit._doubles import Decisions, SpyStore
 
 SECRET = f"card-4111-{uuid.uuid4().hex}"
-KEY = re.compile(r"^secrets#[0-9a-f]{64}$")
+KEY = re.compile(r"^secrets#[0-9a-f]{32}$")  # md5, the default format's digest
 
 
 def run_every_path(store: InMemoryPersistenceLayer, context: FakeLambdaContext, hook: Any) -> None:

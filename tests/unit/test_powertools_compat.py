@@ -150,7 +150,7 @@ def test_every_powertools_keyword_is_accepted(name: str) -> None:
 
 
 def test_config_defaults_match_powertools_except_the_hash() -> None:
-    """Defaults are Powertools' own, except the hash: the record format's (sha256 natively)."""
+    """Defaults are Powertools' own, except the hash: None, the record format's (md5 by default)."""
     powertools = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")
     theirs = inspect.signature(powertools.IdempotencyConfig).parameters
     ours = inspect.signature(idempotent_lambda.IdempotencyConfig).parameters
@@ -161,8 +161,9 @@ def test_config_defaults_match_powertools_except_the_hash() -> None:
         if theirs[name].default != ours[name].default
     }
     assert {"hash_function": ("md5", None)} == differing
-    assert "sha256" == idempotent_lambda.IdempotencyConfig().hash_name
+    assert "md5" == idempotent_lambda.IdempotencyConfig().hash_name
     assert "md5" == idempotent_lambda.IdempotencyConfig(record_format="powertools").hash_name
+    assert "sha256" == idempotent_lambda.IdempotencyConfig(record_format="native").hash_name
 
 
 def test_serializer_module_names_match_powertools() -> None:

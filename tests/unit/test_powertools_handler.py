@@ -54,4 +54,4 @@ def test_key_prefix_is_the_functions_own() -> None:
 
     (key,) = store._records
 
-    assert key.startswith(f"local.{process.__module__}.process#")
+    assert key.startswith(f"test-func.{process.__module__}.process#")  # Powertools' own

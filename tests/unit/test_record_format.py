@@ -1,6 +1,8 @@
-"""``record_format="powertools"`` derives keys, validation hashes and stored results as Powertools.
+"""The default format derives keys, validation hashes and stored results as Powertools does.
 
-Each check runs Powertools' own code (a dev dependency) on the same input and compares.
+Each check runs Powertools' own code (a dev dependency) on the same input and compares. The
+rest: what holds about failures under the default as under the native format (unstorable
+results, marker look-alikes), and how Powertools' layouts hold an unstorable result's marker.
 """
 
 from __future__ import annotations
@@ -16,10 +18,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idempotent_lambda import IdempotencyConfig, IdempotencyConfigError, idempotent
+from idempotent_lambda import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    IdempotencyConfigError,
+    IdempotencyRecord,
+    IdempotencyUnstorableResultError,
+    Status,
+    idempotent,
+)
 from idempotent_lambda._entry import default_prefix
 from idempotent_lambda._identity import derive_invocation
-from idempotent_lambda._record_format import POWERTOOLS
+from idempotent_lambda._record_format import (
+    MAX_STORED_DATA_BYTES,
+    POWERTOOLS,
+    hold_unstorable,
+    release_unstorable,
+)
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
 from idempotent_lambda.testing import ManualClock
 
@@ -157,23 +172,27 @@ def test_stored_result_is_powertools_own_text(result: Any) -> None:
     assert json.loads(expected) == POWERTOOLS.decode_result(expected)
 
 
-def test_a_store_without_the_format_is_refused_at_decoration() -> None:
-    """A custom store that cannot keep Powertools' records fails when decorating, not later."""
+@pytest.mark.parametrize("record_format", ["powertools", "native"])
+def test_a_store_without_format_views_keeps_records_as_given(record_format: str) -> None:
+    """A custom store with no ``with_record_format`` serves every format, the default included."""
+    inner = InMemoryPersistenceLayer(clock=ManualClock())
 
     class PlainStore:
-        clock = ManualClock()
+        clock = inner.clock
+        claim, complete, release, get = inner.claim, inner.complete, inner.release, inner.get
 
-        def claim(self, *args: Any, **kwargs: Any) -> Any: ...
-        def complete(self, *args: Any) -> Any: ...
-        def release(self, *args: Any) -> Any: ...
-        def get(self, *args: Any) -> Any: ...
+    calls: list[Any] = []
+    config = IdempotencyConfig(record_format=record_format)  # type: ignore[arg-type]
 
-    decorate = idempotent(
-        persistence_store=PlainStore(),  # type: ignore[arg-type]
-        config=IdempotencyConfig(record_format="powertools"),
-    )
-    with pytest.raises(IdempotencyConfigError, match="powertools"):
-        decorate(lambda event, context: None)
+    @idempotent(persistence_store=PlainStore(), config=config, key_prefix="p")
+    def handler(event: Any, context: Any) -> Any:
+        calls.append(event)
+        return {"ok": True}
+
+    assert [{"ok": True}] * 2 == [handler({"id": 1}, None) for _ in range(2)]
+    assert 1 == len(calls)
+    (key,) = inner._records
+    assert f"p#{config.format.digest(config.hash_name, {'id': 1})}" == key
 
 
 def test_powertools_format_runs_the_lifecycle_in_memory() -> None:
@@ -192,3 +211,85 @@ def test_powertools_format_runs_the_lifecycle_in_memory() -> None:
     assert {"total": decimal.Decimal("1.10")} == first
     assert {"total": "1.10"} == replay
     assert 1 == len(calls)
+
+
+class _ExplodingMapping(dict[str, Any]):
+    def items(self) -> Any:
+        raise RuntimeError("items() failed")
+
+
+@pytest.mark.parametrize(
+    "result",
+    [_ExplodingMapping(a=1), {"a": {1, 2}}, {"a": object()}, "x" * MAX_STORED_DATA_BYTES],
+    ids=["items-raises", "set", "object", "over-the-limit"],
+)
+def test_an_unstorable_result_is_typed_and_never_runs_again_by_default(result: Any) -> None:
+    """Encoding that raises, or JSON over 400,000 bytes: the typed error, then no second run."""
+    calls: list[Any] = []
+    store = InMemoryPersistenceLayer(clock=ManualClock())
+
+    @idempotent(persistence_store=store)
+    def handler(event: Any, context: Any) -> Any:
+        calls.append(event)
+        return result
+
+    for _ in range(2):
+        with pytest.raises(IdempotencyUnstorableResultError):
+            handler({"id": 1}, None)
+
+    assert 1 == len(calls)
+    ((record, compressed),) = store._records.values()
+    assert (Status.COMPLETED, None) == (record.status, compressed)  # a marker, never zlib bytes
+    assert POWERTOOLS.unstorable_reason(record.response_data or "") is not None
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"$unstorable": "chosen\nby the client"},
+        {"$s3": {"bucket": "b", "key": "k", "sha256": "0", "size": 1}},
+        "$unstorable:not a marker either",
+        {"$decimal": "1.10"},
+    ],
+    ids=["native-marker", "s3-reference", "marker-text", "native-wrapper"],
+)
+def test_a_result_that_reads_like_a_marker_replays_as_itself_by_default(result: Any) -> None:
+    """Under the default format a stored result is the user's data, always."""
+    calls: list[Any] = []
+
+    @idempotent(persistence_store=InMemoryPersistenceLayer(clock=ManualClock()))
+    def handler(event: Any, context: Any) -> Any:
+        calls.append(event)
+        return result
+
+    assert [result, result] == [handler({"id": 1}, None) for _ in range(2)]
+    assert 1 == len(calls)
+
+
+def test_the_marker_is_held_in_progress_until_the_expiration_and_read_back() -> None:
+    """Powertools' layouts store the marker as an IN_PROGRESS record Powertools refuses."""
+    marker = POWERTOOLS.unstorable_marker("too large")
+    completed = IdempotencyRecord("k", Status.COMPLETED, 1_000, None, marker, "h", "o")
+
+    held, reason = hold_unstorable(completed)
+
+    assert (Status.IN_PROGRESS, 1_001_000, None, "too large") == (
+        held.status,
+        held.in_progress_expiry_timestamp,
+        held.response_data,
+        reason,
+    )
+    assert completed == release_unstorable(held, reason)
+    plain = IdempotencyRecord("k", Status.COMPLETED, 1_000, None, '"$unstorable:x"')
+    assert (plain, None) == hold_unstorable(plain)  # a JSON string result is data
+
+
+def test_offloading_stores_refuse_the_default_format_at_decoration() -> None:
+    """``large_result_bucket`` is native only: with the default config it is a config error."""
+    store = DynamoDBPersistenceLayer("t", large_result_bucket="results", boto3_client=object())  # type: ignore[arg-type]
+
+    with pytest.raises(IdempotencyConfigError, match="large_result_bucket"):
+        idempotent(persistence_store=store)(lambda event, context: None)
+    idempotent(persistence_store=store, config=IdempotencyConfig(record_format="native"))(
+        lambda event, context: None
+    )

@@ -17,6 +17,7 @@ import pydantic
 import pytest
 
 from idempotent_lambda import (
+    IdempotencyConfig,
     IdempotencyConfigError,
     IdempotencyPersistenceLayerError,
     InMemoryPersistenceLayer,
@@ -49,6 +50,10 @@ class Order:
     order_id: int
     lines: list[Line]
     total: decimal.Decimal = decimal.Decimal("0")
+
+
+NATIVE = IdempotencyConfig(record_format="native")
+"""Where a dataclass's Decimal field must replay as a Decimal: the default replays its text."""
 
 
 class Invoice(pydantic.BaseModel):
@@ -91,7 +96,7 @@ def test_optional_dataclass_annotation_rebuilds_and_keeps_none() -> None:
     def find(payload: int) -> Optional[Order]:  # noqa: UP045 - the spelling under test
         return ORDER if payload == 1 else None
 
-    function = _decorate(store, find)
+    function = _decorate(store, find, config=NATIVE)  # the Decimal total replays exactly
     first, replay, runs = _twice(function, 1)
     none_first, none_replay, _ = _twice(function, 2)
 
@@ -107,7 +112,7 @@ def test_list_of_dataclasses_annotation_rebuilds_each() -> None:
     def orders(payload: int) -> list[Order]:
         return [ORDER, dataclasses.replace(ORDER, order_id=8)]
 
-    first, replay, runs = _twice(_decorate(store, orders), 1)
+    first, replay, runs = _twice(_decorate(store, orders, config=NATIVE), 1)
 
     assert first == replay
     assert [Order, Order] == [type(item) for item in replay]
@@ -134,7 +139,7 @@ def test_no_annotation_stores_the_dict_form_and_replays_dicts() -> None:
     def plain(payload):  # type: ignore[no-untyped-def]
         return {"order": ORDER, "invoices": [Invoice(invoice_id=1, amount=decimal.Decimal("1"))]}
 
-    first, replay, runs = _twice(_decorate(store, plain), 1)
+    first, replay, runs = _twice(_decorate(store, plain, config=NATIVE), 1)
 
     assert first["order"] is ORDER
     expected = {
@@ -173,7 +178,7 @@ def test_dataclass_serializer_with_optional(serializer: Any) -> None:
     def find(payload: int) -> Optional[Order]:  # noqa: UP045
         return None if payload == 0 else ORDER
 
-    function = _decorate(store, find, output_serializer=serializer)
+    function = _decorate(store, find, config=NATIVE, output_serializer=serializer)
 
     assert (ORDER, ORDER) == _twice(function, 1)[:2]
     assert (None, None) == _twice(function, 0)[:2]

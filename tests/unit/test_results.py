@@ -1,4 +1,8 @@
-"""Results replay exactly (falsy, Decimal, nesting, dataclasses, pydantic) or fail clearly."""
+"""Results replay exactly (falsy, Decimal, nesting, dataclasses, pydantic) or fail clearly.
+
+Exact replay of values that are not JSON is the native format's (``NATIVE``, the opt-in); the
+default format's replay is the JSON reading of a result (tests/unit/test_record_format.py).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from idempotent_lambda.testing import FakeLambdaContext
 from tests.unit._doubles import Decisions, Runs
 
 EVENT = {"order_id": 7}
+NATIVE = IdempotencyConfig(record_format="native")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +85,7 @@ def test_results_round_trip_exactly(
     """A replay returns a value equal to the first result, of the same type."""
     runs = Runs()
 
-    @idempotent(persistence_store=idempotency_store)
+    @idempotent(persistence_store=idempotency_store, config=NATIVE)
     def handler(event: dict[str, Any], context: Any) -> Any:
         runs(event)
         return value
@@ -99,7 +104,7 @@ def test_decimal_replays_with_its_exact_text(
 ) -> None:
     """``Decimal("1.10")`` comes back as ``Decimal("1.10")``, not ``1.1``."""
 
-    @idempotent(persistence_store=idempotency_store)
+    @idempotent(persistence_store=idempotency_store, config=NATIVE)
     def handler(event: dict[str, Any], context: Any) -> Any:
         return {"total": decimal.Decimal("1.10")}
 
@@ -141,6 +146,7 @@ def test_dataclass_result_with_a_serializer_class(
     @idempotent_function(
         data_keyword_argument="order",
         persistence_store=idempotency_store,
+        config=NATIVE,
         output_serializer=Receipt,
     )
     def process(order: dict[str, Any]) -> Any:
@@ -161,6 +167,7 @@ def test_dataclass_result_with_a_serializer_object(
     @idempotent_function(
         data_keyword_argument="order",
         persistence_store=idempotency_store,
+        config=NATIVE,
         output_serializer=DataclassSerializer(model=Receipt),
     )
     def process(order: dict[str, Any]) -> Any:
@@ -177,7 +184,9 @@ def test_dataclass_result_from_the_return_annotation(
     """With no serializer, a dataclass return annotation is enough."""
     runs = Runs()
 
-    @idempotent_function(data_keyword_argument="order", persistence_store=idempotency_store)
+    @idempotent_function(
+        data_keyword_argument="order", persistence_store=idempotency_store, config=NATIVE
+    )
     def process(order: dict[str, Any]) -> Receipt:
         runs(order)
         return Receipt(order["order_id"], decimal.Decimal("0.00"), ["a", "b"])
@@ -354,7 +363,7 @@ def test_large_compressible_result_round_trips(
     """A result far above the item limit that compresses well is stored and replayed."""
     big = {"rows": [{"id": i, "name": "row"} for i in range(40_000)]}
 
-    @idempotent(persistence_store=idempotency_store)
+    @idempotent(persistence_store=idempotency_store, config=NATIVE)
     def handler(event: dict[str, Any], context: Any) -> Any:
         return big
 

@@ -20,14 +20,13 @@ from idempotent_lambda import (
     Status,
     idempotent,
 )
-from idempotent_lambda._result_codec import UNSTORABLE_START
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from idempotent_lambda.transaction import current_transaction
 from tests.events import http_events as ev
-from tests.unit._doubles import Decisions, Runs, SpyStore
+from tests.unit._doubles import Decisions, Runs, SpyStore, is_unstorable_marker
 from tests.unit._modes import Mode
 from tests.unit.test_sqs_adapter import batch, failed, message
 
@@ -52,7 +51,7 @@ class EncoderFailsStore(SpyStore):
     def complete(self, record: IdempotencyRecord) -> bool:
         """Fail on a result; store an unstorable marker."""
         data = record.response_data or ""
-        if not data.startswith(UNSTORABLE_START):
+        if not is_unstorable_marker(data):
             self._enter("complete")
             raise ValueError("the compressor failed")
         return super().complete(record)
@@ -64,7 +63,7 @@ def marker_of(store: InMemoryPersistenceLayer, key: str | None) -> IdempotencyRe
     assert record is not None
     assert (Status.COMPLETED, True) == (
         record.status,
-        (record.response_data or "").startswith(UNSTORABLE_START),
+        is_unstorable_marker(record.response_data),
     )
     return record
 

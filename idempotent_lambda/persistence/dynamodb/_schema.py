@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from idempotent_lambda._record_format import hold_unstorable, release_unstorable
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError, IdempotencyKeySchemaError
 from idempotent_lambda.persistence._schema import RecordSchema, stored_status
 from idempotent_lambda.persistence.protocol import decode_stored_data
@@ -57,13 +58,16 @@ class ItemSchema(RecordSchema):
 
     With ``sort_key_attr``, ``key_attr`` (the partition key) holds ``static_pk_value`` and the
     sort key holds the idempotency key. ``in_progress_value`` spells IN_PROGRESS in the table
-    (Powertools writes ``INPROGRESS``).
+    (Powertools writes ``INPROGRESS``). ``unstorable_attr`` is set in Powertools' layout: an
+    unstorable result's marker is then held as `hold_unstorable` says, its reason in that
+    attribute.
     """
 
     key_attr: str
     sort_key_attr: str | None
     static_pk_value: str
     in_progress_value: str = Status.IN_PROGRESS.value
+    unstorable_attr: str | None = None
 
     @property
     def idempotency_key_attr(self) -> str:
@@ -96,6 +100,11 @@ class ItemSchema(RecordSchema):
 
     def to_item(self, record: IdempotencyRecord, stored_data: str | bytes | None) -> Item:
         """Return the full item for ``record``; ``stored_data`` is its encoded result, if any."""
+        reason = None
+        if self.unstorable_attr is not None:
+            record, reason = hold_unstorable(record)
+            if reason is not None:
+                stored_data = None
         item = self.key(record.idempotency_key)
         status = record.status
         item[self.status_attr] = {
@@ -115,6 +124,8 @@ class ItemSchema(RecordSchema):
             item[self.validation_key_attr] = {"S": record.payload_hash}
         if record.owner is not None:
             item[self.owner_attr] = {"S": record.owner}
+        if reason is not None and self.unstorable_attr is not None:
+            item[self.unstorable_attr] = {"S": reason}
         return item
 
     def from_item(self, item: ReadItem) -> IdempotencyRecord:
@@ -131,7 +142,10 @@ class ItemSchema(RecordSchema):
             raise IdempotencyCorruptRecordError(
                 f"idempotency item has an unknown '{self.status_attr}' value"
             )
-        return self.record(key, status, item, _integer, _string, _data(item, self.data_attr))
+        record = self.record(key, status, item, _integer, _string, _data(item, self.data_attr))
+        if self.unstorable_attr is None:
+            return record
+        return release_unstorable(record, _string(item, self.unstorable_attr))
 
 
 def _required_string(item: ReadItem, name: str) -> str:

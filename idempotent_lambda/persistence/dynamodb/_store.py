@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._record_format import POWERTOOLS_UNSTORABLE_ATTR
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyCorruptRecordError,
@@ -115,7 +116,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         large_result_kms_key_id: str | None = None,
     ) -> None:
         static_pk_value, self._powertools_pk = partition_values(static_pk_value)
-        self.table_name = table_name
+        self._table_name = [table_name]  # one cell, shared with the format views
         self.clock = clock
         self._schema = ItemSchema(
             key_attr=key_attr,
@@ -130,6 +131,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         )
         self._key_schema = KeySchemaCheck(self._schema, table_name)
         self._threshold = compression_threshold_bytes
+        self._references = True  # results offloaded to S3 are resolved
         self._large = LargeResults(
             bucket=large_result_bucket,
             prefix=large_result_prefix,
@@ -149,6 +151,15 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         )
 
     @property
+    def table_name(self) -> str:
+        """The table; assigning one (as Powertools' testing pattern does) repoints the views too."""
+        return self._table_name[0]
+
+    @table_name.setter
+    def table_name(self, table_name: str) -> None:
+        self._table_name[0] = table_name
+
+    @property
     def client(self) -> DynamoDBClient:
         """The ``dynamodb`` client, built on first use; assigning one (a stub) replaces it."""
         return self._get_client()
@@ -160,25 +171,34 @@ class DynamoDBPersistenceLayer(OperatorMethods):
     def with_record_format(self, record_format: str) -> DynamoDBPersistenceLayer:
         """Return this store reading and writing records in ``record_format`` (same table, client).
 
-        ``"powertools"`` writes items exactly as Powertools 3.x does, plus the ``owner`` it
+        ``"powertools"`` writes items exactly as Powertools 3.x does, plus attributes it
         ignores (see the [shared-tables guide](../shared-tables.md)); results are never
         compressed nor offloaded.
 
         Raises:
-            IdempotencyConfigError: An unknown format.
+            IdempotencyConfigError: An unknown format, or ``"powertools"`` on a store with a
+                ``large_result_bucket`` (Powertools cannot read an offloaded result).
         """
         if record_format == "native":
             return self
         if record_format != "powertools":
             raise IdempotencyConfigError(f"unknown record_format {record_format!r}")
+        if self._large.bucket is not None:
+            raise IdempotencyConfigError(
+                "large_result_bucket offloads results in the native format only (Powertools "
+                'cannot read them): pass IdempotencyConfig(record_format="native"), on a table '
+                "no Powertools code reads"
+            )
         view = copy.copy(self)  # shares the lazily built client
         view._schema = replace(
             self._schema,
             in_progress_value=POWERTOOLS_IN_PROGRESS,
             static_pk_value=self._powertools_pk,
+            unstorable_attr=POWERTOOLS_UNSTORABLE_ATTR,
         )
         view._threshold = sys.maxsize
         view._large = LargeResults()  # no offload
+        view._references = False  # a result is the user's data, even one that reads like {"$s3"
         return view
 
     def claim(
@@ -381,7 +401,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
     def _resolve(self, record: IdempotencyRecord) -> IdempotencyRecord:
         """Replace an S3 reference in ``record`` by the result it points at."""
         data = record.response_data
-        if data is None or not is_reference(data):
+        if data is None or not self._references or not is_reference(data):
             return record
         return replace(record, response_data=self._large.resolve(data))
 

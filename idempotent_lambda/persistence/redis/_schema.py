@@ -13,6 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from idempotent_lambda._record_format import (
+    POWERTOOLS_UNSTORABLE_ATTR,
+    hold_unstorable,
+    release_unstorable,
+)
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
 from idempotent_lambda.persistence._schema import RecordSchema, stored_status
 from idempotent_lambda.persistence.protocol import (
@@ -117,7 +122,9 @@ class HashSchema(RecordSchema):
 class JsonSchema(RecordSchema):
     """Powertools' layout: one JSON string per key, its result never compressed.
 
-    Adds ``owner``, which Powertools ignores, so our completion and release stay fenced.
+    Adds ``owner``, which Powertools ignores, so our completion and release stay fenced, and
+    holds an unstorable result's marker as `hold_unstorable` says (its reason in the
+    ``unstorable`` field).
     """
 
     claim_script: ClassVar[str] = scripts.CLAIM_JSON
@@ -132,6 +139,7 @@ class JsonSchema(RecordSchema):
 
         ``compression_threshold`` is ignored: Powertools cannot read compressed results.
         """
+        record, reason = hold_unstorable(record)
         item: dict[str, Any] = {}
         if record.response_data is not None:
             item[self.data_attr] = record.response_data
@@ -144,6 +152,8 @@ class JsonSchema(RecordSchema):
             item[self.validation_key_attr] = record.payload_hash
         if record.owner is not None:
             item[self.owner_attr] = record.owner
+        if reason is not None:
+            item[POWERTOOLS_UNSTORABLE_ATTR] = reason
         return [json.dumps(item)]
 
     def decode(self, idempotency_key: str, reply: Any) -> IdempotencyRecord | None:
@@ -167,7 +177,8 @@ class JsonSchema(RecordSchema):
                 f"idempotency record has no valid '{self.status_attr}'"
             )
         data = _json_text(item, self.data_attr)
-        return self.record(idempotency_key, status, item, _json_integer, _json_text, data)
+        record = self.record(idempotency_key, status, item, _json_integer, _json_text, data)
+        return release_unstorable(record, _json_text(item, POWERTOOLS_UNSTORABLE_ATTR))
 
 
 def orphan_lock_key(idempotency_key: str) -> str:
