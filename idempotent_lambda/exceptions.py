@@ -98,7 +98,7 @@ class IdempotencyCorruptRecordError(IdempotencyPersistenceLayerError):
 
 
 class MalformedEventError(IdempotencyError, ValueError):
-    """The event is not one the adapter handles: not a mapping, or missing its ``Records`` list.
+    """The event is not one the adapter handles: not a mapping, or without its list of records.
 
     Raised by a batch handler (the only error it raises): such an event means the function is
     wired to the wrong source or invoked by hand, and there is no record to report failed.

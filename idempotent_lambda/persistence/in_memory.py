@@ -40,7 +40,7 @@ class InMemoryPersistenceLayer:
         clock: Time source; pass a controllable clock in tests to move time without sleeping.
         compression_threshold_bytes: Results above this size are kept zlib-compressed, and so
             is any result over the item limit, as in every store (see
-            `persistence.base.encode_stored_data`).
+            `persistence.protocol.encode_stored_data`).
         apply_writes: Called with each transaction's business writes before they commit.
     """
 
