@@ -70,12 +70,15 @@ def free_port() -> int:
 
 
 def start_redis_server(
-    directory: Path, *extra: str, tls: TlsFiles | None = None
+    directory: Path, *extra: str, tls: TlsFiles | None = None, cluster: bool = False
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``redis-server`` on a free loopback port; return the process once it answers PING.
 
-    With ``tls`` it listens with TLS only (client certificates optional). Retries with a new port
-    if the first one was taken in the meantime (the server exits, or another one answers there).
+    With ``tls`` it listens with TLS only (client certificates optional). With ``cluster`` the
+    cluster bus gets a free port of its own: by default it is the port + 10,000, which does not
+    exist for the ephemeral ports above 55535 (the server then refuses to start). Retries with a
+    new port if the first one was taken in the meantime (the server exits, or another one answers
+    there).
     """
     executable = shutil.which("redis-server")
     if executable is None:
@@ -90,6 +93,8 @@ def start_redis_server(
                       "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
                       "--tls-ca-cert-file", tls.ca]  # fmt: skip
             ping_options = {"ssl": True, "ssl_ca_certs": tls.ca}
+        if cluster:
+            listen += ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
         process = subprocess.Popen(
             [executable, *listen, "--bind", "127.0.0.1", "--dir", str(directory),
              "--save", "", "--appendonly", "no", "--daemonize", "no", *extra],
@@ -209,12 +214,11 @@ def one_node_cluster(directory: Path, tls: TlsFiles | None = None) -> Iterator[i
     announce = () if tls is None else ("--tls-cluster", "yes")
     process, port = start_redis_server(
         directory,
-        "--cluster-enabled",
-        "yes",
         "--cluster-config-file",
         str(directory / "nodes"),
         *announce,
         tls=tls,
+        cluster=True,
     )
     tls_options: dict[str, Any] = {} if tls is None else {"ssl": True, "ssl_ca_certs": tls.ca}
     node = redis.Redis(host="127.0.0.1", port=port, **tls_options)
