@@ -21,6 +21,12 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from time import perf_counter
 from typing import Any, NoReturn, TypeVar
 
+from idempotent_lambda._durable_context import (
+    DURABLE_LEASE_SECONDS,
+    DurableRun,
+    durable_run_of,
+    is_suspension,
+)
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
 from idempotent_lambda._identity import Invocation, key_source_of
 from idempotent_lambda._lambda_context import (
@@ -91,6 +97,7 @@ class IdempotentFunction:
             released (an HTTP 5xx, say), so a retry runs the body again.
         on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
         key_source: What reads the key, named when it finds none (default: `key_source_of`).
+        execution: The durable execution every call belongs to (a durable step's), if any.
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -106,12 +113,13 @@ class IdempotentFunction:
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
+        execution: str | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
         self.config = config
         self.function_name = function_name
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
-        self.reporter = Reporter(function_name, config.decision_hook, config.logger)
+        self.reporter = Reporter(function_name, config.decision_hook, config.logger, execution)
         self._to_dict = serializer.to_dict
         self._from_dict = serializer.from_dict
         self._store_result_if = store_result_if
@@ -151,6 +159,9 @@ class IdempotentFunction:
         the one whose remaining time is the lease. ``derive`` None leaves the call alone;
         ``known`` is the key's record as a batch just read it (see `flow`).
         """
+        durable = durable_run_of(context)
+        if durable is not None:
+            context = durable.lambda_context
         bound = as_lambda_context(context) or current_lambda_context.get()
         token = current_lambda_context.set(bound)
         try:
@@ -162,11 +173,29 @@ class IdempotentFunction:
                     invocation = derive(bound or self.config.bound_context())
                     if invocation is None:
                         self.reporter.note(Outcome.SKIPPED, self.key_source)
+                    elif durable is not None:
+                        invocation = self._durable(invocation, durable)
             if invocation is None:
                 return (yield from self.unrecorded())
             return (yield from self.flow(invocation, known))
         finally:
             current_lambda_context.reset(token)
+
+    def _durable(self, inv: Invocation, durable: DurableRun) -> Invocation:
+        """Make ``inv`` the claim of a durable execution rather than of one invocation.
+
+        Every invocation of the execution claims with one owner token, so a replay meets its
+        own claim and goes on, and another execution does not. The lease is the longest a
+        durable execution can run, or ``in_progress_expiry_seconds`` when that is set: a
+        suspended execution holds the key while no invocation runs. A replay also adopts an
+        unowned claim, the one Powertools takes for a durable handler.
+        """
+        lease_s = self.config.in_progress_expiry_seconds or DURABLE_LEASE_SECONDS
+        return inv._replace(
+            owner=durable.owner,
+            lease_end_ms=inv.now_ms + lease_s * 1000,
+            adopts_unowned=durable.replaying,
+        )
 
     def note(self, outcome: Outcome) -> None:
         """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
@@ -247,7 +276,10 @@ class IdempotentFunction:
                 break
             if _is_own_claim(existing, inv):
                 # Our claim was written but its answer was lost (a timeout or 5xx after the
-                # write), and the client's retry met our own record: the key is ours.
+                # write), and the client's retry met our own record; or a durable execution's
+                # replay met the claim an earlier invocation of it took: the key is ours.
+                if existing is not None and existing.owner is None:
+                    inv = inv._replace(owner=None)  # complete and release as Powertools would
                 previous = None
                 break
             if existing is not None:
@@ -370,6 +402,9 @@ class IdempotentFunction:
         except BaseException as exc:
             close_transaction(transaction)  # its writes are discarded
             tally.handler_ms = _ms_since(started)
+            if is_suspension(exc):  # the execution goes on in a later invocation: keep the key
+                tally.report(Outcome.SUSPENDED)
+                raise
             yield from self._release(inv, tally, exc)
             raise
         writes = close_transaction(transaction)
@@ -650,7 +685,9 @@ class LocalCache:
 
 def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
     """Tell whether a record that blocked a claim is this invocation's own IN_PROGRESS claim."""
-    return record is not None and record.status is Status.IN_PROGRESS and record.owner == inv.owner
+    if record is None or record.status is not Status.IN_PROGRESS:
+        return False
+    return record.owner == inv.owner or (inv.adopts_unowned and record.owner is None)
 
 
 def _add_note(error: BaseException, note: str) -> None:

@@ -19,17 +19,21 @@ class Invocation(NamedTuple):
         key: ``"{prefix}#{hexdigest}"``.
         payload_hash: Hex digest of the validated part of the payload, or None.
         owner: Fresh random token fencing this invocation's claim.
+            None once it adopted an unowned (Powertools) claim.
         lease_end_ms: When this invocation's claim stops protecting it.
         deadline_ms: When the invocation itself must be done (Lambda's deadline), if known.
         now_ms: The store clock's reading the identity was derived at (the first claim's time).
+        adopts_unowned: A live IN_PROGRESS record without an owner is this invocation's own: a
+            durable execution's replay meeting the claim that Powertools took for it.
     """
 
     key: str
     payload_hash: str | None
-    owner: str
+    owner: str | None
     lease_end_ms: int
     deadline_ms: int | None
     now_ms: int
+    adopts_unowned: bool = False
 
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""

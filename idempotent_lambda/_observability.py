@@ -40,6 +40,8 @@ class Outcome(str, enum.Enum):
     """The body ran but its result cannot be stored; a marker was stored instead."""
     STORE_ERROR = "STORE_ERROR"
     """The store failed before the body ran; the body did not run."""
+    SUSPENDED = "SUSPENDED"
+    """A durable execution suspended (a wait, a callback, a retry delay): its claim stays."""
     SKIPPED = "SKIPPED"
     """No key material and keys are optional: the body ran without idempotency."""
     DISABLED = "DISABLED"
@@ -78,6 +80,7 @@ class Decision:
             ``release``), for STORE_ERROR, COMPLETE_FAILED and RELEASE_FAILED.
         key_source: For SKIPPED, what found no key: ``event_key_jmespath '<expression>'``,
             ``the whole payload``, or an adapter's own source (the HTTP key header).
+        execution: The durable execution's ARN, for a durable step's decisions.
     """
 
     outcome: Outcome
@@ -90,6 +93,7 @@ class Decision:
     error: str | None = None
     operation: str | None = None
     key_source: str | None = None
+    execution: str | None = None
 
 
 class Reporter:
@@ -101,12 +105,18 @@ class Reporter:
         log: ``IdempotencyConfig.logger``: anything with ``info``/``warning``/``error`` taking
             ``extra=`` (a `logging.Logger`, a Powertools ``Logger``); None logs on the
             ``idempotent_lambda`` logger. The fields go in ``extra["idempotency"]``.
+        execution: Named in every decision (a durable step's execution ARN).
     """
 
     def __init__(
-        self, function_name: str, hook: Callable[[Decision], None] | None = None, log: Any = None
+        self,
+        function_name: str,
+        hook: Callable[[Decision], None] | None = None,
+        log: Any = None,
+        execution: str | None = None,
     ) -> None:
         self.function_name = function_name
+        self.execution = execution
         self._hook = hook
         self._log = logger if log is None else log
         self._enabled = getattr(self._log, "isEnabledFor", None)
@@ -124,7 +134,11 @@ class Reporter:
     def note(self, outcome: Outcome, key_source: str | None = None) -> None:
         """Report a decision about a call that has no invocation (DISABLED, SKIPPED)."""
         if self.wants(outcome):
-            self.send(Decision(outcome, self.function_name, key_source=key_source))
+            self.send(
+                Decision(
+                    outcome, self.function_name, key_source=key_source, execution=self.execution
+                )
+            )
 
     def send(self, decision: Decision) -> None:
         """Log ``decision`` and pass it to the hook."""
@@ -184,6 +198,7 @@ class Tally:
                 source=source,
                 error=error,
                 operation=op or _FAILED_OPERATION.get(outcome),
+                execution=reporter.execution,
             )
         )
 

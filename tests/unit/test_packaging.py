@@ -51,9 +51,21 @@ def test_local_dynamodb_without_moto_names_the_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_dev_tools_are_not_published_extras() -> None:
-    """Extras are what users need (pydantic, redis, valkey, testing); tooling lives in groups."""
+    """Extras are what users need (pydantic, redis, valkey, durable, testing); tooling: groups."""
     metadata = pyproject()
     extras = metadata["project"]["optional-dependencies"]
-    assert {"pydantic", "redis", "valkey", "testing"} == set(extras)
+    assert {"pydantic", "redis", "valkey", "durable", "testing"} == set(extras)
     assert any(requirement.startswith("moto[server]") for requirement in extras["testing"])
     assert {"dev", "docs", "demo", "release"} <= set(metadata["dependency-groups"])
+
+
+def test_the_durable_integration_never_imports_the_sdk() -> None:
+    """`idempotent_lambda.durable` reads the SDK's objects it is handed; it imports nothing."""
+    code = (
+        "import sys, idempotent_lambda, idempotent_lambda.durable; "
+        "print(any(m.startswith('aws_durable_execution_sdk_python') for m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert "False" == result.stdout.strip()
