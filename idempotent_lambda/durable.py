@@ -8,8 +8,7 @@ execution's ARN and the step's name, its result is stored before the SDK checkpo
 rerun replays the stored result instead of running the side effect again.
 
 The SDK is needed only by the code that calls `step` (it passes the ``DurableContext``); this
-module never imports it. Install it with the extra ``idempotent-lambda[durable]``. The guide is
-docs/durable.md.
+module never imports it. Install it with the extra ``idempotent-lambda[durable]``.
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def step(
         context: The ``DurableContext`` the ``@durable_execution`` handler was given (or
             anything with its ``execution_context.durable_execution_arn`` and ``step``).
         func: The step's function; it receives the SDK's step context.
-        name: The step's name: unique within the execution (see docs/durable.md).
+        name: The step's name: unique within the execution.
         persistence_store: Where records live.
         config: Validation, expiry, waiting and record-format settings. Its
             ``event_key_jmespath`` must be empty: the key is the execution and the step.

@@ -456,6 +456,30 @@ def run_batch_adapter(module: ModuleType) -> None:
     assert [r["body"] for r in event["Records"]] == module.ledger.entries
 
 
+def run_order_workflow(module: ModuleType) -> None:
+    durable_runner = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
+    charges = Calls({"charge_id": "ch_1", "amount": 5})
+    charge_card = module.charge_card
+    keys: list[str] = []
+
+    def charging(order_id: str, amount: int, idempotency_key: str) -> Any:
+        keys.append(idempotency_key)
+        charges(order_id)
+        return charge_card(order_id, amount, idempotency_key)
+
+    module.charge_card = charging
+    order = json.dumps({"order_id": event_id(), "amount": 5})
+    results = []
+    with durable_runner.DurableFunctionTestRunner(handler=module.handler) as runner:
+        for name in ("first", "duplicate"):
+            results.append(runner.run(input=order, execution_name=name, execution_timeout=60))
+    first, duplicate = (json.loads(result.result) for result in results)
+    assert first == duplicate  # the second execution got the stored result
+    assert 1 == len(charges.args)
+    assert keys[0].startswith("test-func.idempotent_lambda.durable#")
+    assert first["receipt"]["message_id"].endswith("_ch_" + first["order_id"])
+
+
 RUNNERS: dict[str, Callable[..., None]] = {
     "getting_started/first_handler.py": run_first_handler,
     "getting_started/any_function.py": run_any_function,
@@ -474,6 +498,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "http/create_order.py": run_create_order,
     "http/caller.py": run_caller,
     "redis/charge_order.py": run_redis_charge_order,
+    "durable/order_workflow.py": run_order_workflow,
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
