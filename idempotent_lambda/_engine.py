@@ -33,6 +33,9 @@ from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,
     current_lambda_context,
+    start_running,
+    stop_running,
+    with_time_left,
 )
 from idempotent_lambda._observability import Outcome, Reporter, Tally, cause_name
 from idempotent_lambda.config import IdempotencyConfig
@@ -162,8 +165,12 @@ class IdempotentFunction:
         durable = durable_run_of(context)
         if durable is not None:
             context = durable.lambda_context
-        bound = as_lambda_context(context) or current_lambda_context.get()
-        token = current_lambda_context.set(bound)
+        own = as_lambda_context(context)
+        seen = current_lambda_context.get()
+        token = current_lambda_context.set(own or seen)
+        if own is not None:
+            start_running(own)
+        bound = own or with_time_left(seen)
         try:
             invocation = None
             if derive is not None:
@@ -180,6 +187,8 @@ class IdempotentFunction:
             return (yield from self.flow(invocation, known))
         finally:
             current_lambda_context.reset(token)
+            if own is not None:
+                stop_running(own)
 
     def _durable(self, inv: Invocation, durable: DurableRun) -> Invocation:
         """Make ``inv`` the claim of a durable execution rather than of one invocation.

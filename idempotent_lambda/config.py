@@ -23,6 +23,7 @@ from idempotent_lambda._lambda_context import (
     current_lambda_context,
     fallback_context,
     register,
+    with_time_left,
 )
 from idempotent_lambda._limits import bounded_gunzip
 from idempotent_lambda._record_format import FORMATS, RecordFormat, RecordFormatName
@@ -199,7 +200,12 @@ class IdempotencyConfig:
             ) from exc
 
     def register_lambda_context(self, lambda_context: Any) -> None:
-        """Register ``lambda_context`` for every thread of the process (None forgets it)."""
+        """Bind ``lambda_context`` for this thread or task, and offer it to threads without one.
+
+        Threads the handler starts use it while it is the one invocation the process runs;
+        with several running at once they use the configured lease, never another's deadline.
+        None forgets this thread's registration.
+        """
         register(lambda_context)
 
     @property
@@ -219,9 +225,8 @@ class IdempotencyConfig:
 
     def bound_context(self) -> LambdaContextLike | None:
         """Return the lease's context: bound here, else registered, else ``lambda_context``."""
-        return as_lambda_context(current_lambda_context.get()) or fallback_context(
-            self.lambda_context
-        )
+        bound = with_time_left(as_lambda_context(current_lambda_context.get()))
+        return bound or fallback_context(self.lambda_context)
 
 
 _BUILTIN_NAMES = ("powertools_json", "powertools_base64", "powertools_base64_gzip")

@@ -13,8 +13,9 @@ Fixtures:
     idempotency_dynamodb_endpoint: The server's URL; started on 127.0.0.1 once per session.
 
 The store and context fixtures forget any context the test registered with
-`config.register_lambda_context` when the test ends: the registration is process-wide, and
-a context on a `ManualClock` never runs out of time, so it would leak into the next test.
+`config.register_lambda_context` when the test ends: other threads can still find a
+registration, and a context on a `ManualClock` never runs out of time, so it would leak into
+the next test.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from idempotent_lambda._lambda_context import register
+from idempotent_lambda._lambda_context import reset
 from idempotent_lambda.persistence.in_memory import InMemoryPersistenceLayer
 from idempotent_lambda.testing import (
     FakeLambdaContext,
@@ -64,14 +65,14 @@ def idempotency_clock() -> ManualClock:
 def idempotency_store(idempotency_clock: ManualClock) -> Iterator[InMemoryPersistenceLayer]:
     """Return an empty in-memory store on the test's clock."""
     yield InMemoryPersistenceLayer(clock=idempotency_clock)
-    register(None)
+    reset()
 
 
 @pytest.fixture
 def lambda_context(idempotency_clock: ManualClock) -> Iterator[FakeLambdaContext]:
     """Return a Lambda context with 30 seconds remaining on the test's clock."""
     yield FakeLambdaContext(30_000, clock=idempotency_clock)
-    register(None)
+    reset()
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +135,7 @@ def idempotency_dynamodb_store(
     from idempotent_lambda import DynamoDBPersistenceLayer
 
     yield DynamoDBPersistenceLayer(idempotency_dynamodb_table, clock=idempotency_clock)
-    register(None)
+    reset()
 
 
 def _drop(client: Any, table_name: str) -> None:
