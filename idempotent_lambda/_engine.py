@@ -47,8 +47,10 @@ from idempotent_lambda.exceptions import (
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
     IdempotencyValidationError,
+    IdempotencyWriteConflictError,
 )
 from idempotent_lambda.persistence.protocol import (
+    ClaimOutcome,
     PersistenceStore,
     TransactItem,
     store_for_format,
@@ -73,6 +75,9 @@ CLOCK_SKEW_TOLERANCE_MS = 1000
 _WAIT_FIRST_S, _WAIT_FACTOR, _WAIT_MAX_S = 0.02, 1.5, 0.5
 #: A waiter gives up this long before its own deadline, to leave time to answer.
 _WAIT_DEADLINE_MARGIN_MS = 200
+#: Pauses between the attempts of a write that met another Region's write of the same item
+#: (a global table's ReplicatedWriteConflictException): contention that clears in milliseconds.
+_CONFLICT_PAUSES_S = (0.025, 0.05, 0.1, 0.2)
 #: Bound on claim attempts in one invocation (each retry follows a release or a lease end).
 _MAX_CLAIM_ATTEMPTS = 50
 _DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
@@ -273,11 +278,22 @@ class IdempotentFunction:
                     now_ms=now,
                     lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,
                     report_errors=False,
+                    deadline_ms=inv.deadline_ms,
                 )
+            except IdempotencyWriteConflictError as exc:
+                # Another Region writes this key now: answer as to a duplicate of its claim.
+                existing = yield from self._store(tally, "get", store.get, inv.key)
+                if existing is None or existing.expired_at(store.clock.now_ms()):
+                    tally.report(Outcome.IN_PROGRESS, error=cause_name(exc), op="claim")
+                    raise IdempotencyAlreadyInProgressError(
+                        "another Region is writing this idempotency key (a replicated write "
+                        "conflict outlasted the retries); retry the request"
+                    ) from exc
+                outcome = ClaimOutcome(claimed=False, previous=existing)
             except IdempotencyPersistenceLayerError as exc:
                 yield from self._undo_claim(inv, tally, exc)
                 raise
-            existing: IdempotencyRecord | None = outcome.previous
+            existing = outcome.previous
             if existing is not None and existing.idempotency_key != inv.key:
                 yield from self._refuse_other_key(inv, tally, "claim", held=outcome.claimed)
             if outcome.claimed:
@@ -471,7 +487,13 @@ class IdempotentFunction:
         """
         try:
             released = yield from self._store(
-                tally, "release", self.store.release, inv.key, inv.owner, report_errors=False
+                tally,
+                "release",
+                self.store.release,
+                inv.key,
+                inv.owner,
+                report_errors=False,
+                deadline_ms=inv.deadline_ms,
             )
         except IdempotencyPersistenceLayerError as exc:
             if original is not None:
@@ -576,7 +598,12 @@ class IdempotentFunction:
             )
         else:
             ok = yield from self._store(
-                tally, "complete", self.store.complete, record, report_errors=False
+                tally,
+                "complete",
+                self.store.complete,
+                record,
+                report_errors=False,
+                deadline_ms=inv.deadline_ms,
             )
         if not ok:
             ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
@@ -609,19 +636,35 @@ class IdempotentFunction:
         function: Callable[..., Any],
         *args: Any,
         report_errors: bool = True,
+        deadline_ms: int | None = None,
         **kwargs: Any,
     ) -> Flow:
-        """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR."""
-        started = perf_counter()
-        try:
-            result = yield StoreCall(function, args, kwargs)
-        except BaseException as exc:
+        """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR.
+
+        A write that met another Region's write of the item is tried again after each of
+        `_CONFLICT_PAUSES_S`, while a pause ends before ``deadline_ms`` (less the margin).
+        """
+        pauses = iter(_CONFLICT_PAUSES_S)
+        while True:
+            started = perf_counter()
+            try:
+                result = yield StoreCall(function, args, kwargs)
+            except BaseException as exc:
+                tally.add_store_call(_ms_since(started))
+                if isinstance(exc, IdempotencyWriteConflictError):
+                    pause = next(pauses, None)
+                    now = self.store.clock.now_ms()
+                    if pause is not None and (
+                        deadline_ms is None
+                        or now + pause * 1000 < deadline_ms - _WAIT_DEADLINE_MARGIN_MS
+                    ):
+                        yield Pause(pause)
+                        continue
+                if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
+                    tally.report(Outcome.STORE_ERROR, error=cause_name(exc), op=operation)
+                raise
             tally.add_store_call(_ms_since(started))
-            if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
-                tally.report(Outcome.STORE_ERROR, error=cause_name(exc), op=operation)
-            raise
-        tally.add_store_call(_ms_since(started))
-        return result
+            return result
 
     # --- Replay ---
 

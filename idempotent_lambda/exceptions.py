@@ -19,6 +19,7 @@ Every error the library raises on its own account derives from `IdempotencyError
     │   ├── IdempotencyPersistenceConsistencyError
     │   ├── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
     │   ├── IdempotencyKeySchemaError           the store is not keyed the way it was configured
+    │   ├── IdempotencyWriteConflictError       a global table's other Region wrote the item too
     │   └── IdempotencyCorruptRecordError       a stored record does not follow its format
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
     ├── MalformedEventError                 an adapter got an event that is not its source's
@@ -71,6 +72,16 @@ class IdempotencyAlreadyInProgressError(IdempotencyError):
 
 class IdempotencyPersistenceLayerError(IdempotencyError):
     """The persistence store failed; the underlying error is chained as ``__cause__``."""
+
+
+class IdempotencyWriteConflictError(IdempotencyPersistenceLayerError):
+    """A write met a concurrent write of the same item in another Region (MRSC global table).
+
+    DynamoDB answers ``ReplicatedWriteConflictException``. It is contention, not an outage:
+    the engine retries the write (within the invocation's time) and then answers a claim as an
+    in-progress duplicate would; a completion or release that still conflicts is handled as a
+    store failure of that step.
+    """
 
 
 class IdempotencyKeySchemaError(IdempotencyPersistenceLayerError):

@@ -24,6 +24,7 @@ from idempotent_lambda.exceptions import (
     IdempotencyError,
     IdempotencyPersistenceConfigError,
     IdempotencyPersistenceLayerError,
+    IdempotencyWriteConflictError,
 )
 
 if TYPE_CHECKING:
@@ -214,4 +215,8 @@ def translate_errors(service: str, operation: str) -> Iterator[None]:
         error = config_error(f"{service} {operation}", exc)
         if error is not None:
             raise error from exc
+        if code == "ReplicatedWriteConflictException":
+            raise IdempotencyWriteConflictError(
+                f"{service} {operation} met a write of the same item in another Region: {code}"
+            ) from exc
         raise IdempotencyPersistenceLayerError(f"{service} {operation} failed: {code}") from exc

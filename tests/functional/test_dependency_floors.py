@@ -24,6 +24,7 @@ PUBLISHED_FLOORS = {
     "redis": ("5", "issue 20 item 10 decides this one (ssl_check_hostname)"),
     "valkey-glide-sync": ("2.1", "the first release; it ships glide_shared, whose errors we map"),
     "moto": ("5.0", "the testing extra (local_dynamodb); no advisory against 5.x"),
+    "aws-durable-execution-sdk-python": ("3.0", "the durable extra: the SDK whose API we read"),
 }
 #: Floors that the repository's own tool groups must respect where they name the package.
 TOOL_FLOORS = {
@@ -31,6 +32,7 @@ TOOL_FLOORS = {
     "flask": ("2.3.2", "CVE-2023-30861"),
     "flask-cors": ("6.0", "CVE-2024-6221, CVE-2024-6844, CVE-2024-6866, CVE-2024-6839"),
     "valkey-glide": ("2.1", "2.0 has no glide_shared: its errors would escape untranslated"),
+    "aws-durable-execution-sdk-python-testing": ("1.4", "the runner the durable tests use"),
 }
 
 

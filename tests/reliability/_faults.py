@@ -34,11 +34,14 @@ from botocore.httpsession import URLLib3Session
 STEPS = ("claim", "complete", "release", "get")
 #: Faults, as a store sees them.
 FAULTS = ("throttled", "throttling", "server_error", "read_timeout", "connection_refused")
+#: A global table's contention (MRSC): another Region wrote the same item at the same time.
+CONFLICT = "replicated_conflict"
 
 _ERROR_BODIES = {
     "throttled": (400, "ProvisionedThroughputExceededException"),
     "throttling": (400, "ThrottlingException"),
     "server_error": (500, "InternalServerError"),
+    CONFLICT: (400, "ReplicatedWriteConflictException"),
 }
 
 
@@ -96,7 +99,7 @@ class FaultInjector:
         With ``applied`` the first faulted request is really sent before its answer is lost.
         """
         assert step in STEPS
-        assert fault in FAULTS
+        assert fault in (*FAULTS, CONFLICT)
         with self._lock:
             self._arming = _Arming(step, fault, times, applied)
 
