@@ -12,14 +12,14 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idempotent_lambda import __version__
-from idempotent_lambda.cli import _keys, _records
+from idempotent_lambda.cli import _doctor, _keys, _records
 from idempotent_lambda.cli._output import ERROR, INTERRUPTED, CliError, Screen
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
 
 Command = Callable[[argparse.Namespace, Screen], int]
 
 _EPILOG = """\
-exit codes: 0 done, 1 nothing found, 2 error, 130 interrupted
+exit codes: 0 done, 1 nothing found (doctor: a check failed), 2 error, 130 interrupted
 examples:
   idempotent-lambda records list --table idempotency --stuck
   idempotent-lambda records get --table idempotency 'orders#3a7bd3...'
@@ -28,6 +28,7 @@ examples:
   idempotent-lambda key --decorator idempotent_sqs_handler --handler app:handler \
       --function-name orders-prod sqs-event.json
   idempotent-lambda create-table --table idempotency --endpoint-url http://localhost:8000
+  idempotent-lambda doctor --table idempotency --function orders-prod
 """
 
 _CREDENTIAL_CODES = frozenset(
@@ -203,6 +204,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(create)
     _add_schema_options(create, names=("key_attr", "sort_key_attr", "expiry_attr"))
     create.add_argument("--no-wait", action="store_true", help="do not wait until ACTIVE")
+    doctor = _leaf(
+        commands,
+        "doctor",
+        _doctor.run_doctor,
+        "Check a table: key schema, TTL, recovery, capacity, global-table mode, and a role's "
+        "permissions (exit 1 when a check fails).",
+        table=True,
+    )
+    who = doctor.add_mutually_exclusive_group()
+    who.add_argument("--role", metavar="ARN", help="check this IAM role's permissions too")
+    who.add_argument(
+        "--function", metavar="NAME", help="check the permissions of this function's role too"
+    )
     return parser
 
 

@@ -170,3 +170,18 @@ def test_rows_stream_fit_the_width_and_progress_never_mixes_in(
     assert max(map(len, screen)) <= COLUMNS
     assert "scanning" in terminal.raw
     assert not any("scanning" in line for line in screen)
+
+
+def test_doctor_reads_one_line_per_check_with_its_fix(
+    idempotency_table: str, dynamodb_endpoint: str
+) -> None:
+    """On a terminal: a status word, the check and what it found; the fix indented below."""
+    terminal = Terminal("doctor", "--table", idempotency_table, "--endpoint-url", dynamodb_endpoint)
+    code = terminal.finish()
+    lines = [line for line in terminal.screen() if line.strip()]
+
+    assert 0 == code
+    checks = [line for line in lines if not line.startswith(" ")]
+    assert ["ok", "ok", "warn", "warn", "ok", "ok"] == [line.split()[0] for line in checks]
+    assert all(line.startswith("      fix: ") for line in lines if line.startswith(" "))
+    assert 2 == sum(line.startswith("      fix: ") for line in lines)

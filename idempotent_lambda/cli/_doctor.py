@@ -1,0 +1,324 @@
+"""`idempotent-lambda doctor`: check that a table is fit to hold idempotency records.
+
+The checks are plain functions of what AWS answers (DescribeTable, DescribeTimeToLive,
+DescribeContinuousBackups, Application Auto Scaling's scalable targets, a role's policies), so
+each can be tested on an answer recorded from AWS where a local server gives none. `run_doctor`
+asks AWS and prints one line per check, or JSON Lines with ``--json``; any ``fail`` makes the
+exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+from urllib.parse import unquote
+
+from idempotent_lambda.cli._output import Screen
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+#: What every decorated function calls on the table (docs/iam.md), and what batches add.
+REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
+MREC_WARNING = (
+    "multi-Region eventual consistency (MREC): two Regions can both run one request; "
+    "use MRSC or route each key to one Region"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: what was checked, how it stands, and what to do about it."""
+
+    check: str
+    status: str
+    detail: str
+    fix: str | None = None
+
+
+def key_schema(table: Mapping[str, Any], key_attr: str, sort_key_attr: str | None) -> Check:
+    """The table's keys are the store's: ``key_attr`` (S), and ``sort_key_attr`` (S) if set."""
+    keys = {k["KeyType"]: k["AttributeName"] for k in table.get("KeySchema", [])}
+    types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
+    wanted = {"HASH": key_attr, **({"RANGE": sort_key_attr} if sort_key_attr else {})}
+    shown = ", ".join(f"{keys[kind]} ({types.get(keys[kind], '?')})" for kind in sorted(keys))
+    if keys != wanted or any(types.get(name) != "S" for name in wanted.values()):
+        expected = ", ".join(f"{name} (S)" for _, name in sorted(wanted.items()))
+        return Check(
+            "key schema",
+            FAIL,
+            f"the table's keys are {shown}; the store writes {expected}",
+            "pass the table's key names as --key-attr/--sort-key-attr (and to "
+            "DynamoDBPersistenceLayer), or use a table keyed as the store expects",
+        )
+    return Check("key schema", OK, f"keys {shown} match the store")
+
+
+def time_to_live(ttl: Mapping[str, Any], expiry_attr: str) -> Check:
+    """TTL deletes records by the store's expiry attribute (expiry is also checked in code)."""
+    status = ttl.get("TimeToLiveStatus", "DISABLED")
+    attribute = ttl.get("AttributeName")
+    fix = (
+        f"aws dynamodb update-time-to-live --table-name <table> --time-to-live-specification "
+        f"Enabled=true,AttributeName={expiry_attr}"
+    )
+    if status in ("ENABLED", "ENABLING") and attribute == expiry_attr:
+        return Check("time to live", OK, f"{status.lower()} on {expiry_attr}")
+    if status in ("ENABLED", "ENABLING"):
+        return Check(
+            "time to live",
+            WARN,
+            f"on {attribute}, not on the expiry attribute {expiry_attr}: expired records stay",
+            fix,
+        )
+    return Check(
+        "time to live",
+        WARN,
+        "off: expired records are never deleted and the table only grows (expiry itself is "
+        "checked in code, so nothing replays late)",
+        fix,
+    )
+
+
+def recovery(backups: Mapping[str, Any], table: Mapping[str, Any]) -> list[Check]:
+    """Point-in-time recovery and deletion protection keep the records through mistakes."""
+    pitr = (
+        backups.get("ContinuousBackupsDescription", {})
+        .get("PointInTimeRecoveryDescription", {})
+        .get("PointInTimeRecoveryStatus", "DISABLED")
+    )
+    checks = [
+        Check("point-in-time recovery", OK, "enabled")
+        if pitr == "ENABLED"
+        else Check(
+            "point-in-time recovery",
+            WARN,
+            "off: a restored table would replay nothing, and every request would run again",
+            "aws dynamodb update-continuous-backups --table-name <table> "
+            "--point-in-time-recovery-specification PointInTimeRecoveryEnabled=true",
+        )
+    ]
+    if table.get("DeletionProtectionEnabled"):
+        checks.append(Check("deletion protection", OK, "enabled"))
+    else:
+        checks.append(
+            Check(
+                "deletion protection",
+                WARN,
+                "off: deleting the table forgets every request it protects",
+                "aws dynamodb update-table --table-name <table> --deletion-protection-enabled",
+            )
+        )
+    return checks
+
+
+def capacity(table: Mapping[str, Any], scalable: Iterable[str]) -> Check:
+    """On demand, or provisioned with auto scaling of both reads and writes."""
+    mode = table.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
+    if mode == "PAY_PER_REQUEST":
+        return Check("capacity", OK, "on demand")
+    missing = {"dynamodb:table:ReadCapacityUnits", "dynamodb:table:WriteCapacityUnits"} - set(
+        scalable
+    )
+    throughput = table.get("ProvisionedThroughput", {})
+    shown = f"{throughput.get('ReadCapacityUnits', '?')} RCU / "
+    shown += f"{throughput.get('WriteCapacityUnits', '?')} WCU"
+    if missing:
+        return Check(
+            "capacity",
+            WARN,
+            f"provisioned ({shown}) without auto scaling of "
+            + " and ".join(sorted(name.rsplit(":", 1)[1] for name in missing))
+            + ": a burst is throttled, and throttled claims fail their requests",
+            "switch to on demand (--billing-mode PAY_PER_REQUEST) or register auto scaling",
+        )
+    return Check("capacity", OK, f"provisioned ({shown}) with auto scaling")
+
+
+def global_table(table: Mapping[str, Any]) -> Check:
+    """A global table's consistency mode: MRSC is safe, MREC lets two Regions both claim."""
+    replicas = [r.get("RegionName", "?") for r in table.get("Replicas", [])]
+    if not replicas:
+        return Check("global table", OK, "one Region (not a global table)")
+    regions = ", ".join(sorted(replicas))
+    if table.get("MultiRegionConsistency") == "STRONG":
+        return Check(
+            "global table",
+            OK,
+            f"multi-Region strong consistency (MRSC) across {regions}: a claim is seen in "
+            "every Region; a concurrent write is retried as contention",
+        )
+    return Check(
+        "global table",
+        WARN,
+        f"{MREC_WARNING} (replicas: {regions})",
+        "create the table with MultiRegionConsistency=STRONG, or send each key's requests to "
+        "one Region (see the Multi-Region page)",
+    )
+
+
+def permissions(statements: Iterable[Mapping[str, Any]], table_arn: str, role: str) -> list[Check]:
+    """What the role's Allow statements grant on the table, against docs/iam.md."""
+    statements = list(statements)
+
+    def allowed(action: str) -> bool:
+        for statement in statements:
+            if statement.get("Effect") != "Allow":
+                continue
+            actions = _as_list(statement.get("Action"))
+            resources = _as_list(statement.get("Resource"))
+            if any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in actions) and any(
+                fnmatch.fnmatchcase(table_arn, r) for r in resources
+            ):
+                return True
+        return False
+
+    missing = [action for action in REQUIRED_ACTIONS if not allowed(action)]
+    checks = []
+    if missing:
+        checks.append(
+            Check(
+                "permissions",
+                FAIL,
+                f"{role} is not allowed {', '.join(missing)} on the table: claims fail with "
+                "AccessDenied",
+                "grant the actions docs/iam.md lists (the CDK construct's grant_idempotency "
+                "does), on the table's ARN",
+            )
+        )
+    else:
+        checks.append(
+            Check("permissions", OK, f"{role} may {', '.join(REQUIRED_ACTIONS)} on the table")
+        )
+    if not all(allowed(action) for action in BATCH_ACTIONS):
+        checks.append(
+            Check(
+                "permissions (batches)",
+                WARN,
+                f"{role} is not allowed dynamodb:BatchGetItem: batch handlers fall back to one "
+                "claim per record on redelivery",
+                "grant dynamodb:BatchGetItem on the table to batch handlers",
+            )
+        )
+    if any(statement.get("Effect") == "Deny" for statement in statements):
+        checks.append(
+            Check(
+                "permissions (deny)",
+                WARN,
+                f"{role} has Deny statements, which this check does not evaluate",
+                None,
+            )
+        )
+    return checks
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+# --- asking AWS ------------------------------------------------------------------------------
+
+
+def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
+    """Check the table (and the role of ``--role``/``--function``); exit 1 on any fail."""
+    from idempotent_lambda.cli._records import client_from
+
+    client = client_from(args)
+    table = client.describe_table(TableName=args.table)["Table"]
+    checks = [key_schema(table, args.key_attr, args.sort_key_attr)]
+    checks.append(
+        time_to_live(
+            client.describe_time_to_live(TableName=args.table).get("TimeToLiveDescription", {}),
+            args.expiry_attr,
+        )
+    )
+    checks += recovery(dict(client.describe_continuous_backups(TableName=args.table)), table)
+    checks.append(_capacity_of(args, client, table))
+    checks.append(global_table(table))
+    role = args.role or _role_of_function(args, client)
+    if role:
+        checks += permissions(_role_statements(args, client, role), table["TableArn"], role)
+    for found in checks:
+        check = (
+            found
+            if found.fix is None
+            else replace(found, fix=found.fix.replace("<table>", args.table))
+        )
+        if args.json:
+            screen.json({k: v for k, v in asdict(check).items() if v is not None})
+        else:
+            line = f"{check.status:<5} {check.check}: {check.detail}"
+            screen.out(line if check.fix is None else f"{line}\n      fix: {check.fix}")
+    return 1 if any(check.status == FAIL for check in checks) else 0
+
+
+def _other_client(args: argparse.Namespace, dynamodb: Any, service: str) -> Any:
+    """A client of ``service`` in the DynamoDB client's session, region and endpoint."""
+    import boto3.session
+
+    session = boto3.session.Session(profile_name=args.profile)
+    endpoint = args.endpoint_url or None
+    return session.client(  # type: ignore[call-overload]
+        service, region_name=dynamodb.meta.region_name, endpoint_url=endpoint
+    )
+
+
+def _capacity_of(args: argparse.Namespace, dynamodb: Any, table: Mapping[str, Any]) -> Check:
+    """`capacity`, asking Application Auto Scaling only about a provisioned table."""
+    if table.get("BillingModeSummary", {}).get("BillingMode") == "PAY_PER_REQUEST":
+        return capacity(table, ())
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return capacity(table, _scalable_dimensions(args, dynamodb))
+    except (BotoCoreError, ClientError) as exc:
+        return Check(
+            "capacity",
+            WARN,
+            f"provisioned; its auto scaling could not be read ({type(exc).__name__})",
+            "allow application-autoscaling:DescribeScalableTargets, or check it in the console",
+        )
+
+
+def _scalable_dimensions(args: argparse.Namespace, dynamodb: Any) -> list[str]:
+    scaling = _other_client(args, dynamodb, "application-autoscaling")
+    targets = scaling.describe_scalable_targets(
+        ServiceNamespace="dynamodb", ResourceIds=[f"table/{args.table}"]
+    )["ScalableTargets"]
+    return [target["ScalableDimension"] for target in targets]
+
+
+def _role_of_function(args: argparse.Namespace, dynamodb: Any) -> str | None:
+    if not args.function:
+        return None
+    lambda_client = _other_client(args, dynamodb, "lambda")
+    role: str = lambda_client.get_function_configuration(FunctionName=args.function)["Role"]
+    return role
+
+
+def _role_statements(args: argparse.Namespace, dynamodb: Any, role: str) -> list[dict[str, Any]]:
+    """Every statement of the role's inline and attached policies."""
+    iam = _other_client(args, dynamodb, "iam")
+    name = role.rsplit("/", 1)[-1]
+    documents = [
+        iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"]
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]
+    ]
+    for attached in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+        policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
+        version = iam.get_policy_version(
+            PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"]
+        )
+        documents.append(version["PolicyVersion"]["Document"])
+    statements: list[dict[str, Any]] = []
+    for answered in documents:
+        # some endpoints answer the URL-encoded JSON text instead of the parsed document
+        document = json.loads(unquote(answered)) if isinstance(answered, str) else answered
+        found = document.get("Statement", [])
+        statements += [found] if isinstance(found, dict) else found
+    return statements
