@@ -22,7 +22,7 @@ from idempotent_lambda.record import IdempotencyRecord
 sdk = pytest.importorskip("aws_durable_execution_sdk_python")
 runner_module = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
 from aws_durable_execution_sdk_python import DurableContext, durable_execution  # noqa: E402
-from aws_durable_execution_sdk_python.config import StepConfig  # noqa: E402
+from aws_durable_execution_sdk_python.config import StepConfig, StepSemantics  # noqa: E402
 from aws_durable_execution_sdk_python.retries import (  # noqa: E402
     RetryStrategyConfig,
     create_retry_strategy,
@@ -129,10 +129,20 @@ def test_two_steps_run_each_side_effect_once_and_return_the_checkpointed_results
     assert ["charge", "email"] == effects
 
 
+SEMANTICS = pytest.mark.parametrize(
+    "semantics", list(StepSemantics), ids=lambda semantics: semantics.value
+)
+
+
+@SEMANTICS
 def test_an_attempt_stopped_after_the_side_effect_runs_it_twice_with_context_step_alone(
-    stall: Stall,
+    stall: Stall, semantics: StepSemantics
 ) -> None:
-    """The SDK alone: an invocation stopped before the step's checkpoint runs the step again."""
+    """The SDK alone, either semantics: a stop before the step's checkpoint runs it again.
+
+    At least once: the next invocation reruns the step. At most once: the attempt fails as
+    interrupted, and the retry strategy runs it again.
+    """
     charges: list[int] = []
 
     @durable_execution
@@ -142,7 +152,7 @@ def test_an_attempt_stopped_after_the_side_effect_runs_it_twice_with_context_ste
             stall()
             return len(charges)
 
-        return context.step(charge, name="charge")
+        return context.step(charge, name="charge", config=StepConfig(step_semantics=semantics))
 
     result = run(handler, {"order": 1}, invocation_timeout=1)
 
@@ -150,8 +160,11 @@ def test_an_attempt_stopped_after_the_side_effect_runs_it_twice_with_context_ste
     assert 2 == len(charges)
 
 
-def test_an_attempt_stopped_after_the_side_effect_replays_our_record(stall: Stall) -> None:
-    """With `durable.step`: the rerun after the stopped invocation replays, nothing charges."""
+@SEMANTICS
+def test_an_attempt_stopped_after_the_side_effect_replays_our_record(
+    stall: Stall, semantics: StepSemantics
+) -> None:
+    """With `durable.step`, either semantics: the rerun replays our record; one charge."""
     store = StallingStore(stall)
     charges: list[int] = []
 
@@ -161,7 +174,13 @@ def test_an_attempt_stopped_after_the_side_effect_replays_our_record(stall: Stal
             charges.append(1)
             return len(charges)
 
-        return durable.step(context, charge, name="charge", persistence_store=store)
+        return durable.step(
+            context,
+            charge,
+            name="charge",
+            persistence_store=store,
+            step_config=StepConfig(step_semantics=semantics),
+        )
 
     result = run(handler, {"order": 1}, invocation_timeout=1)
 
