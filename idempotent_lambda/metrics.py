@@ -25,6 +25,7 @@ Metrics per decision (unit Count unless noted), as `decision_metrics` derives th
 | ``CompleteFailed`` | the body ran but storing its result failed |
 | ``UnstorableResult`` | the result cannot be stored; a marker was stored |
 | ``NoKeySkipped`` | no key material: the body ran without idempotency |
+| ``Suspended`` | a durable execution suspended: its claim stays |
 | ``Disabled`` | idempotency is switched off by environment variable |
 | ``StoreErrors`` | a store call failed (claim, get, complete or release) |
 | ``StoreErrors<Operation>`` | the same per operation: ``StoreErrorsClaim``, ... |
