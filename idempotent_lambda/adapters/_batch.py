@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, idempotency_disabled
@@ -60,11 +60,15 @@ from idempotent_lambda.persistence.protocol import BatchReadStore, PersistenceSt
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.serialization import resolve_serializer
 
+if TYPE_CHECKING:  # typing_extensions: Required and Unpack on Python 3.10 (types only)
+    from typing_extensions import Required, Unpack
+
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchHandler",
     "BatchItemFailure",
+    "BatchOptions",
     "BatchSource",
     "PartialBatchResponse",
     "at",
@@ -88,21 +92,55 @@ BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
 
 
+class BatchOptions(TypedDict, total=False):
+    """The options every batch decorator takes, by keyword: one list for all four sources.
+
+    ``idempotent_sqs_handler``, ``idempotent_stream_handler``, ``idempotent_kinesis_handler``
+    and ``idempotent_kafka_handler`` are typed ``(**options: Unpack[BatchOptions])``, so IDEs
+    and type checkers show these names and types for each.
+
+    Attributes:
+        persistence_store: Where records live (required).
+        config: Key, validation and expiry settings; the defaults when omitted.
+        key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
+        max_concurrency: Lanes run at once (default `DEFAULT_MAX_CONCURRENCY`): records of an
+            SQS standard queue, message groups of a FIFO queue, items of a stream, partition
+            keys of Kinesis, partitions of Kafka. 1 runs the batch one record at a time.
+        time_safety_margin_ms: No record starts with less time left (default
+            `DEFAULT_TIME_SAFETY_MARGIN_MS`); 0 turns the check off.
+        source_scope: ``"source"`` (default) scopes keys to the event source (the queue, table,
+            stream or cluster); ``"shared"`` shares them across sources.
+    """
+
+    persistence_store: Required[PersistenceStore]
+    config: IdempotencyConfig | None
+    key_prefix: str | None
+    max_concurrency: int
+    time_safety_margin_ms: int
+    source_scope: str
+
+
 def batch_decorator(
-    source: BatchSource[RecordT],
-    *,
-    persistence_store: PersistenceStore,
-    config: IdempotencyConfig | None,
-    key_prefix: str | None,
-    max_concurrency: int,
-    time_safety_margin_ms: int,
-    source_scope: str,
+    source: BatchSource[RecordT], **options: Unpack[BatchOptions]
 ) -> Callable[[Callable[[RecordT, Any], object]], BatchHandler]:
     """Check a batch adapter's options and return the decorator of per-record handlers.
 
     Raises:
+        TypeError: An option that `BatchOptions` does not name, or no ``persistence_store``,
+            as a function with these keyword parameters would.
         IdempotencyConfigError: An option is unusable (at decoration time).
     """
+    unknown = sorted(set(options) - set(BatchOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"{source.name} batch decorator got an unexpected keyword {unknown[0]!r}")
+    if "persistence_store" not in options:
+        raise TypeError(f"{source.name} batch decorator needs persistence_store=")
+    persistence_store = options["persistence_store"]
+    config = options.get("config")
+    key_prefix = options.get("key_prefix")
+    max_concurrency = options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
+    time_safety_margin_ms = options.get("time_safety_margin_ms", DEFAULT_TIME_SAFETY_MARGIN_MS)
+    source_scope = options.get("source_scope", "source")
     entry = Entry(persistence_store, config, key_prefix)
     shared = check_source_scope(source_scope)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):

@@ -45,7 +45,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from idempotent_lambda._entry import keyword_only
 from idempotent_lambda.adapters._batch import (
@@ -53,20 +53,23 @@ from idempotent_lambda.adapters._batch import (
     DEFAULT_TIME_SAFETY_MARGIN_MS,
     BatchHandler,
     BatchItemFailure,
+    BatchOptions,
     BatchSource,
     PartialBatchResponse,
     at,
     batch_decorator,
 )
 from idempotent_lambda.adapters._batch_source import time_field
-from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
-from idempotent_lambda.persistence.protocol import PersistenceStore
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchItemFailure",
+    "BatchOptions",
     "DynamoDBStreamRecord",
     "MalformedEventError",
     "MalformedRecordError",
@@ -178,34 +181,14 @@ class DynamoDBStreamRecord:
 
 @keyword_only("@idempotent_stream_handler(persistence_store=...)")
 def idempotent_stream_handler(
-    *,
-    persistence_store: PersistenceStore,
-    config: IdempotencyConfig | None = None,
-    key_prefix: str | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
-    source_scope: str = "source",
+    **options: Unpack[BatchOptions],
 ) -> Callable[[Callable[[DynamoDBStreamRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: DynamoDBStreamRecord, context)`` into a stream batch handler.
 
-    Args:
-        persistence_store: Where records live.
-        config: Key, validation and expiry settings; the defaults when omitted.
-        key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        max_concurrency: Items run at once; 1 runs the batch one record at a time.
-        time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
-        source_scope: ``"source"`` scopes keys to the table; ``"shared"`` shares them
-            across tables (see the module docstring).
+    Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are items,
+    each in sequence order; keys are scoped to the table.
     """
-    return batch_decorator(
-        STREAM_SOURCE,
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
+    return batch_decorator(STREAM_SOURCE, **options)
 
 
 def table_arn(stream_arn: object) -> str | None:

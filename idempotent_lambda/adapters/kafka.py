@@ -40,23 +40,26 @@ import datetime
 import json
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from idempotent_lambda._entry import keyword_only
 from idempotent_lambda.adapters._batch import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchOptions,
     BatchSource,
     batch_decorator,
 )
 from idempotent_lambda.adapters._batch_source import base64_field, time_field
-from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
-from idempotent_lambda.persistence.protocol import PersistenceStore
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIME_SAFETY_MARGIN_MS",
+    "BatchOptions",
     "KafkaBatchHandler",
     "KafkaBatchItemFailure",
     "KafkaItemIdentifier",
@@ -166,34 +169,14 @@ class KafkaRecord:
 
 @keyword_only("@idempotent_kafka_handler(persistence_store=...)")
 def idempotent_kafka_handler(
-    *,
-    persistence_store: PersistenceStore,
-    config: IdempotencyConfig | None = None,
-    key_prefix: str | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
-    source_scope: str = "source",
+    **options: Unpack[BatchOptions],
 ) -> Callable[[Callable[[KafkaRecord, Any], object]], KafkaBatchHandler]:
     """Turn a handler ``(record: KafkaRecord, context)`` into a Kafka batch handler.
 
-    Args:
-        persistence_store: Where records live.
-        config: Key, validation and expiry settings; the defaults when omitted.
-        key_prefix: Replaces the default ``"{function name}.{module}.{qualname}"`` prefix.
-        max_concurrency: Partitions run at once; 1 runs the batch one record at a time.
-        time_safety_margin_ms: No record starts with less time left; 0 turns the check off.
-        source_scope: ``"source"`` scopes keys to the cluster; ``"shared"`` shares them across
-            clusters (see the module docstring).
+    Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are
+    partitions, each in offset order; keys are scoped to the cluster.
     """
-    decorator = batch_decorator(
-        KAFKA_SOURCE,
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
+    decorator = batch_decorator(KAFKA_SOURCE, **options)
     return cast(Callable[[Callable[[KafkaRecord, Any], object]], KafkaBatchHandler], decorator)
 
 

@@ -1,0 +1,83 @@
+"""The batch decorators share one option list (`BatchOptions`) and keep a full typed signature."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from idempotent_lambda import InMemoryPersistenceLayer
+from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
+from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
+from idempotent_lambda.adapters.sqs import BatchOptions, idempotent_sqs_handler
+
+DECORATORS = [
+    idempotent_sqs_handler,
+    idempotent_stream_handler,
+    idempotent_kinesis_handler,
+    idempotent_kafka_handler,
+]
+
+
+def test_the_option_list_is_the_one_documented() -> None:
+    """One list, six names: what each decorator accepts."""
+    expected = {
+        "persistence_store",
+        "config",
+        "key_prefix",
+        "max_concurrency",
+        "time_safety_margin_ms",
+        "source_scope",
+    }
+    assert expected == set(BatchOptions.__annotations__)
+
+
+@pytest.mark.parametrize("decorator", DECORATORS, ids=lambda d: d.__name__)
+def test_an_unknown_or_missing_option_is_a_type_error(decorator: object) -> None:
+    """As for a function with keyword parameters: a misspelt option, or no store, is refused."""
+    store = InMemoryPersistenceLayer()
+    with pytest.raises(TypeError, match="max_concurency"):
+        decorator(persistence_store=store, max_concurency=4)  # type: ignore[operator]
+    with pytest.raises(TypeError, match="persistence_store"):
+        decorator(max_concurrency=4)  # type: ignore[operator]
+
+
+def test_type_checkers_see_every_option(tmp_path: Path) -> None:
+    """mypy --strict reads the names and types through ``Unpack[BatchOptions]``."""
+    pytest.importorskip("mypy")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        textwrap.dedent(
+            """
+            from idempotent_lambda import InMemoryPersistenceLayer
+            from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+            from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
+            from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
+            from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+
+            store = InMemoryPersistenceLayer()
+            idempotent_kafka_handler(persistence_store=store, max_concurrency=8, key_prefix="k")
+            idempotent_sqs_handler(persistence_store=store, max_concurrency="8")
+            idempotent_kinesis_handler(persistence_store=store, max_concurency=8)
+            idempotent_stream_handler(key_prefix="orders")
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert [10, 11, 12] == [int(line.split(":")[1]) for line in errors], result.stdout
+    assert '"max_concurrency"' in errors[0]
+    assert '"max_concurency"' in errors[1]
+    assert '"persistence_store"' in errors[2]
