@@ -532,7 +532,7 @@ class IdempotentFunction:
             )
         else:
             ok = yield from self._store(
-                tally, "complete", self.store.complete, record, report_errors=False
+                tally, "complete", self.store.complete, record, report_errors=False, behind=True
             )
         if not ok:
             ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
@@ -565,12 +565,13 @@ class IdempotentFunction:
         function: Callable[..., Any],
         *args: Any,
         report_errors: bool = True,
+        behind: bool = False,
         **kwargs: Any,
     ) -> Flow:
         """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR."""
         started = perf_counter()
         try:
-            result = yield StoreCall(function, args, kwargs)
+            result = yield StoreCall(function, args, kwargs, behind)
         except BaseException as exc:
             tally.add_store_call(_ms_since(started))
             if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):

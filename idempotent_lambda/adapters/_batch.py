@@ -49,6 +49,7 @@ from idempotent_lambda.adapters._batch_lanes import (
     run_lanes_async,
     unique,
 )
+from idempotent_lambda.adapters._batch_pipeline import RecordFlow, run_lane_pipelined
 from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
@@ -228,8 +229,47 @@ class _BatchHandler(Generic[RecordT]):
             pairs = list(zip(lanes, replays, strict=True))
             run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
             waiting = [lane for lane, replay in pairs if not replay]
-            run_lanes(waiting, self.max_concurrency, run_record)
+            if all(len(lane) == 1 for lane in waiting):
+                run_lanes(waiting, self.max_concurrency, run_record)
+            else:
+                self._run_pipelined(waiting, runs, keys, stored, progress)
         return progress.failed_identifiers()
+
+    def _run_pipelined(
+        self,
+        lanes: list[list[int]],
+        runs: list[_Record[RecordT]],
+        keys: list[str | None],
+        stored: list[IdempotencyRecord | None],
+        progress: BatchProgress,
+    ) -> None:
+        """Run ordered lanes with their claims ahead and completions behind (`_batch_pipeline`).
+
+        The lanes' threads wait on the store calls, so those run in a pool of their own.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        def start(index: int) -> RecordFlow:
+            return runs[index].flow(stored[index])
+
+        def failure(index: int, error: Exception | None) -> BaseException | None:
+            return None if error is None else runs[index].failure(error)
+
+        with ThreadPoolExecutor(
+            self.max_concurrency, thread_name_prefix="idempotent-batch-store"
+        ) as pool:
+
+            def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
+                run_lane_pipelined(
+                    lanes[number],
+                    keys=keys,
+                    start=start,
+                    failure=failure,
+                    progress=progress,
+                    pool=pool,
+                )
+
+            run_lanes([[n] for n in range(len(lanes))], self.max_concurrency, run_lane)
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
@@ -325,12 +365,17 @@ class _Record(Generic[RecordT]):
             context=lease,
         )
 
+    def flow(self, known: IdempotencyRecord | None) -> RecordFlow:
+        """Start the record's flow, to be carried out step by step by a pipelined lane."""
+        flow = self.batch.call.enter(self.context, self.deriver, known)
+        return RecordFlow(flow, self.body.run)
+
     def run(self, known: IdempotencyRecord | None) -> BaseException | None:
         """Run the record (``known``: its record from the batch read); return what failed it."""
         try:
             self.batch.call.call(self.context, self.deriver, self.body.run, known=known)
         except Exception as exc:
-            return self._failure(exc)
+            return self.failure(exc)
         return None
 
     async def run_async(self, known: IdempotencyRecord | None) -> BaseException | None:
@@ -340,10 +385,10 @@ class _Record(Generic[RecordT]):
                 self.context, self.deriver, self.body.run_async, known=known
             )
         except Exception as exc:
-            return self._failure(exc)
+            return self.failure(exc)
         return None
 
-    def _failure(self, exc: BaseException) -> BaseException | None:
+    def failure(self, exc: BaseException) -> BaseException | None:
         """Return ``exc``; None when it says the record ran and only its result is unstorable."""
         # From the record's own flow, a retry could only raise again: the record is done. Raised
         # by the body itself (a nested call), it is the body's failure like any other.
