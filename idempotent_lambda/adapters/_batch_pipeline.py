@@ -21,6 +21,7 @@ claim's lease (the invocation's remaining time) ends and the next delivery takes
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -37,11 +38,16 @@ class _NotRunError(Exception):
 
 
 class RecordFlow:
-    """One record's flow, carried out one effect at a time by its lane (see `run_sync`)."""
+    """One record's flow, carried out one effect at a time by its lane (see `run_sync`).
+
+    Flows of one lane are suspended side by side, so each steps (and runs its body) in a
+    context of its own: the Lambda context it binds and the transaction it opens stay its own.
+    """
 
     def __init__(self, flow: Flow, body: Callable[[], Any]) -> None:
         self.flow = flow
         self.body = body
+        self.context = contextvars.copy_context()
         self.effect: Any = None
         self.done = False
         self.error: Exception | None = None
@@ -49,7 +55,7 @@ class RecordFlow:
 
     def _step(self, step: Callable[[], Any]) -> None:
         try:
-            self.effect = step()
+            self.effect = self.context.run(step)
         except StopIteration:
             self.done, self.effect = True, None
         except Exception as exc:
@@ -67,7 +73,7 @@ class RecordFlow:
         effect = self.effect
         try:
             if effect is RUN_BODY:
-                value = self.body()
+                value = self.context.run(self.body)
             elif isinstance(effect, Pause):
                 time.sleep(effect.seconds)
                 value = None
@@ -98,7 +104,7 @@ class RecordFlow:
             self.answer(error=_NotRunError())
             self.finish()
         elif not self.done:
-            self.flow.close()
+            self.context.run(self.flow.close)
             self.done = True
 
 

@@ -6,9 +6,13 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from idempotent_lambda import IdempotencyConfig, IdempotencyRecord, InMemoryPersistenceLayer
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
+from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from idempotent_lambda.transaction import current_transaction
 from tests.unit._doubles import SpyStore
 from tests.unit.test_batch_rules import FIFO_ARN, batch, failed, message
 
@@ -176,3 +180,19 @@ def test_a_repeated_key_in_a_chain_replays_the_earlier_result() -> None:
     handler = fifo_handler(store, log, config=config, max_concurrency=4)
     assert [] == failed(handler(batch(*records), None))
     assert ["g-0", "g-1"] == runs(log)
+
+
+def test_each_record_of_a_chain_runs_in_its_own_transaction_and_nothing_leaks(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """Claims taken ahead do not share one transaction; none is open after the batch."""
+    seen: list[int] = []
+
+    @idempotent_sqs_handler(persistence_store=idempotency_store, max_concurrency=1)
+    def handler(record: SQSRecord, context: Any) -> None:
+        seen.append(id(current_transaction()))
+
+    assert [] == failed(handler(batch(*group(3)), lambda_context))
+    assert 3 == len(set(seen))
+    with pytest.raises(IdempotencyTransactionError):
+        current_transaction()
