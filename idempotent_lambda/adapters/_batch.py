@@ -49,7 +49,7 @@ from idempotent_lambda.adapters._batch_lanes import (
     run_lanes_async,
     unique,
 )
-from idempotent_lambda.adapters._batch_pipeline import RecordFlow, run_lane_pipelined
+from idempotent_lambda.adapters._batch_pipeline import RecordFlow, WorkerPools, run_lane_pipelined
 from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
@@ -79,11 +79,12 @@ logger = logging.getLogger("idempotent_lambda.batch")
 
 #: Default for ``time_safety_margin_ms``: no record starts with less time than this left.
 DEFAULT_TIME_SAFETY_MARGIN_MS = 1_000
-#: Default for ``max_concurrency``: lanes run at once. Record handlers are I/O-bound (two store
-#: round trips each, plus the handler's own calls), so threads mostly wait: 16 lanes cut a
-#: 100-record batch to about 7 sequential record times, while staying well inside the store
-#: client's pool of 32 connections (so no lane waits for a connection) and adding little memory.
-DEFAULT_MAX_CONCURRENCY = 16
+#: Default for ``max_concurrency``: lanes run at once, and store calls a batch's ordered lanes
+#: send ahead or behind. Measured under a 5 ms store (docs/benchmarks.md): a 100-record SQS batch
+#: takes ~76 ms with 16, ~44 ms with 32, ~26 ms with 64 and no less with 100. Both pools of 64
+#: idle threads add ~2.5 MB; the store client keeps a connection for each (see
+#: `idempotent_lambda.persistence._aws.MAX_POOL_CONNECTIONS`).
+DEFAULT_MAX_CONCURRENCY = 64
 
 BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
@@ -157,6 +158,7 @@ class _BatchHandler(Generic[RecordT]):
         self.config = entry.config
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
+        self.pools = WorkerPools(max_concurrency)
 
     def handle(self, event: Any, context: Any) -> PartialBatchResponse:
         """Process one batch and return the records Lambda must retry."""
@@ -227,10 +229,10 @@ class _BatchHandler(Generic[RecordT]):
             now = self.call.store.clock.now_ms()
             replays = [all(_replayable(stored[index], now) for index in lane) for lane in lanes]
             pairs = list(zip(lanes, replays, strict=True))
-            run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
+            run_lanes([lane for lane, replay in pairs if replay], None, run_record)
             waiting = [lane for lane, replay in pairs if not replay]
             if all(len(lane) == 1 for lane in waiting):
-                run_lanes(waiting, self.max_concurrency, run_record)
+                run_lanes(waiting, self.pools.lanes(), run_record)
             else:
                 self._run_pipelined(waiting, runs, keys, stored, progress)
         return progress.failed_identifiers()
@@ -247,7 +249,6 @@ class _BatchHandler(Generic[RecordT]):
 
         The lanes' threads wait on the store calls, so those run in a pool of their own.
         """
-        from concurrent.futures import ThreadPoolExecutor
 
         def start(index: int) -> RecordFlow:
             return runs[index].flow(stored[index])
@@ -255,21 +256,19 @@ class _BatchHandler(Generic[RecordT]):
         def failure(index: int, error: Exception | None) -> BaseException | None:
             return None if error is None else runs[index].failure(error)
 
-        with ThreadPoolExecutor(
-            self.max_concurrency, thread_name_prefix="idempotent-batch-store"
-        ) as pool:
+        store_pool = self.pools.store_calls()
 
-            def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
-                run_lane_pipelined(
-                    lanes[number],
-                    keys=keys,
-                    start=start,
-                    failure=failure,
-                    progress=progress,
-                    pool=pool,
-                )
+        def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
+            run_lane_pipelined(
+                lanes[number],
+                keys=keys,
+                start=start,
+                failure=failure,
+                progress=progress,
+                pool=store_pool,
+            )
 
-            run_lanes([[n] for n in range(len(lanes))], self.max_concurrency, run_lane)
+        run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.

@@ -22,15 +22,47 @@ claim's lease (the invocation's remaining time) ends and the next delivery takes
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
 from idempotent_lambda.adapters._batch_lanes import BatchProgress
 
-__all__ = ["RecordFlow", "run_lane_pipelined"]
+__all__ = ["RecordFlow", "WorkerPools", "run_lane_pipelined"]
+
+
+class WorkerPools:
+    """A batch handler's threads, started on first use and kept for the next batches.
+
+    A warm Lambda serves batch after batch: starting ``workers`` threads for each one would cost
+    more CPU than the records themselves. Two pools, since a lane's thread waits on the store
+    calls it hands out: with one pool, waiting lanes could hold every thread.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._lanes: ThreadPoolExecutor | None = None
+        self._store_calls: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def lanes(self) -> Executor | None:
+        """Return the pool lanes run in; None when only one lane runs at a time."""
+        if self.workers <= 1:
+            return None
+        with self._lock:
+            if self._lanes is None:
+                self._lanes = ThreadPoolExecutor(self.workers, "idempotent-batch")
+            return self._lanes
+
+    def store_calls(self) -> Executor:
+        """Return the pool that runs the claims taken ahead and the completions behind."""
+        with self._lock:
+            if self._store_calls is None:
+                self._store_calls = ThreadPoolExecutor(self.workers, "idempotent-batch-store")
+            return self._store_calls
 
 
 class _NotRunError(Exception):
