@@ -11,6 +11,9 @@ each through the engine and answers with Lambda's partial batch response,
   one fails the rest of the chain is reported without running; streams report every record from
   the first failure on (Lambda's checkpoint). Records that share a key run one after the other,
   so a duplicate replays the first one's result. See `idempotent_lambda.adapters._batch_lanes`.
+- A lane of several records (``def`` handlers) claims them all in one parallel wave and writes
+  each completion while the next record runs, under the same rules; see
+  `idempotent_lambda.adapters._batch_pipeline`.
 - Before a record starts, the Lambda context's remaining time is checked; below the safety
   margin the rest of the batch is reported instead of Lambda killing it mid-record.
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
