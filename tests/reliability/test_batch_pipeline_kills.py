@@ -97,7 +97,10 @@ def test_a_killed_batch_redelivered_reruns_no_completed_record_and_loses_none(
     answer = handler(worker.event(), FakeLambdaContext(60_000, clock=clock))
     assert [] == answer["batchItemFailures"]
     assert Counter({Status.COMPLETED: worker.RECORDS}) == _statuses(store)
-    assert worker.RECORDS - completed_at_kill == len(again)  # no completed record reruns
+    # No record completed at the kill runs again. (A completion sent just before the kill may
+    # still land after the scan, so fewer records may run again, never more.)
+    assert len(again) <= worker.RECORDS - completed_at_kill
     assert set(range(worker.RECORDS)) == set(first) | set(again)  # none is lost
+    assert set(range(worker.RECORDS)) - set(first) <= set(again)  # those never started run
     assert again == sorted(again)  # the redelivery keeps the partition's order
     assert all(1 == count for count in Counter(again).values())
