@@ -19,11 +19,16 @@ T = TypeVar("T")
 
 
 class StoreCall(NamedTuple):
-    """Effect: call a store method (in a worker thread when running async)."""
+    """Effect: call a store method (in a worker thread when running async).
+
+    ``behind``: a completion whose outcome cannot fail the call, so a batch lane may write it
+    while its next record runs (see `idempotent_lambda.adapters._batch_pipeline`).
+    """
 
     function: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
+    behind: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -604,6 +604,7 @@ class IdempotentFunction:
                 record,
                 report_errors=False,
                 deadline_ms=inv.deadline_ms,
+                behind=True,
             )
         if not ok:
             ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
@@ -637,18 +638,20 @@ class IdempotentFunction:
         *args: Any,
         report_errors: bool = True,
         deadline_ms: int | None = None,
+        behind: bool = False,
         **kwargs: Any,
     ) -> Flow:
         """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR.
 
         A write that met another Region's write of the item is tried again after each of
         `_CONFLICT_PAUSES_S`, while a pause ends before ``deadline_ms`` (less the margin).
+        ``behind`` marks a completion a batch lane may write while its next record runs.
         """
         pauses = iter(_CONFLICT_PAUSES_S)
         while True:
             started = perf_counter()
             try:
-                result = yield StoreCall(function, args, kwargs)
+                result = yield StoreCall(function, args, kwargs, behind)
             except BaseException as exc:
                 tally.add_store_call(_ms_since(started))
                 if isinstance(exc, IdempotencyWriteConflictError):

@@ -11,6 +11,9 @@ each through the engine and answers with Lambda's partial batch response,
   one fails the rest of the chain is reported without running; streams report every record from
   the first failure on (Lambda's checkpoint). Records that share a key run one after the other,
   so a duplicate replays the first one's result. See `idempotent_lambda.adapters._batch_lanes`.
+- A lane of several records (``def`` handlers) claims them all in one parallel wave and writes
+  each completion while the next record runs, under the same rules; see
+  `idempotent_lambda.adapters._batch_pipeline`.
 - Before a record starts, the Lambda context's remaining time is checked; below the safety
   margin the rest of the batch is reported instead of Lambda killing it mid-record.
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
@@ -49,6 +52,7 @@ from idempotent_lambda.adapters._batch_lanes import (
     run_lanes_async,
     unique,
 )
+from idempotent_lambda.adapters._batch_pipeline import RecordFlow, WorkerPools, run_lane_pipelined
 from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
@@ -82,11 +86,12 @@ logger = logging.getLogger("idempotent_lambda.batch")
 
 #: Default for ``time_safety_margin_ms``: no record starts with less time than this left.
 DEFAULT_TIME_SAFETY_MARGIN_MS = 1_000
-#: Default for ``max_concurrency``: lanes run at once. Record handlers are I/O-bound (two store
-#: round trips each, plus the handler's own calls), so threads mostly wait: 16 lanes cut a
-#: 100-record batch to about 7 sequential record times, while staying well inside the store
-#: client's pool of 32 connections (so no lane waits for a connection) and adding little memory.
-DEFAULT_MAX_CONCURRENCY = 16
+#: Default for ``max_concurrency``: lanes run at once, and store calls a batch's ordered lanes
+#: send ahead or behind. Measured under a 5 ms store (docs/benchmarks.md): a 100-record SQS batch
+#: takes ~76 ms with 16, ~44 ms with 32, ~26 ms with 64 and no less with 100. Both pools of 64
+#: idle threads add ~2.5 MB; the store client keeps a connection for each (see
+#: `idempotent_lambda.persistence._aws.MAX_POOL_CONNECTIONS`).
+DEFAULT_MAX_CONCURRENCY = 64
 
 BatchHandler = Callable[[Any, Any], PartialBatchResponse]
 """A Lambda handler ``handler(event, context)`` for a batch event source."""
@@ -194,6 +199,7 @@ class _BatchHandler(Generic[RecordT]):
         self.config = entry.config
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
+        self.pools = WorkerPools(max_concurrency)
 
     def handle(self, event: Any, context: Any) -> PartialBatchResponse:
         """Process one batch and return the records Lambda must retry."""
@@ -264,10 +270,46 @@ class _BatchHandler(Generic[RecordT]):
             now = self.call.store.clock.now_ms()
             replays = [all(_replayable(stored[index], now) for index in lane) for lane in lanes]
             pairs = list(zip(lanes, replays, strict=True))
-            run_lanes([lane for lane, replay in pairs if replay], 1, run_record)
+            run_lanes([lane for lane, replay in pairs if replay], None, run_record)
             waiting = [lane for lane, replay in pairs if not replay]
-            run_lanes(waiting, self.max_concurrency, run_record)
+            if all(len(lane) == 1 for lane in waiting):
+                run_lanes(waiting, self.pools.lanes(), run_record)
+            else:
+                self._run_pipelined(waiting, runs, keys, stored, progress)
         return progress.failed_identifiers()
+
+    def _run_pipelined(
+        self,
+        lanes: list[list[int]],
+        runs: list[_Record[RecordT]],
+        keys: list[str | None],
+        stored: list[IdempotencyRecord | None],
+        progress: BatchProgress,
+    ) -> None:
+        """Run ordered lanes with their claims ahead and completions behind (`_batch_pipeline`).
+
+        The lanes' threads wait on the store calls, so those run in a pool of their own.
+        """
+
+        def start(index: int) -> RecordFlow:
+            return runs[index].flow(stored[index])
+
+        def failure(index: int, error: Exception | None) -> BaseException | None:
+            return None if error is None else runs[index].failure(error)
+
+        store_pool = self.pools.store_calls()
+
+        def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
+            run_lane_pipelined(
+                lanes[number],
+                keys=keys,
+                start=start,
+                failure=failure,
+                progress=progress,
+                pool=store_pool,
+            )
+
+        run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
@@ -363,12 +405,17 @@ class _Record(Generic[RecordT]):
             context=lease,
         )
 
+    def flow(self, known: IdempotencyRecord | None) -> RecordFlow:
+        """Start the record's flow, to be carried out step by step by a pipelined lane."""
+        flow = self.batch.call.enter(self.context, self.deriver, known)
+        return RecordFlow(flow, self.body.run)
+
     def run(self, known: IdempotencyRecord | None) -> BaseException | None:
         """Run the record (``known``: its record from the batch read); return what failed it."""
         try:
             self.batch.call.call(self.context, self.deriver, self.body.run, known=known)
         except Exception as exc:
-            return self._failure(exc)
+            return self.failure(exc)
         return None
 
     async def run_async(self, known: IdempotencyRecord | None) -> BaseException | None:
@@ -378,10 +425,10 @@ class _Record(Generic[RecordT]):
                 self.context, self.deriver, self.body.run_async, known=known
             )
         except Exception as exc:
-            return self._failure(exc)
+            return self.failure(exc)
         return None
 
-    def _failure(self, exc: BaseException) -> BaseException | None:
+    def failure(self, exc: BaseException) -> BaseException | None:
         """Return ``exc``; None when it says the record ran and only its result is unstorable."""
         # From the record's own flow, a retry could only raise again: the record is done. Raised
         # by the body itself (a nested call), it is the body's failure like any other.

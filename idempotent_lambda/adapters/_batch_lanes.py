@@ -22,6 +22,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -189,22 +190,22 @@ def plan_lanes(chains: Sequence[Hashable | None], keys: Sequence[str | None]) ->
     return list(lanes.values())
 
 
-def run_lanes(lanes: list[list[int]], workers: int, run_record: Callable[[int], None]) -> None:
-    """Call ``run_record`` on every index, lane by lane, up to ``workers`` lanes at once."""
-    workers = min(workers, len(lanes))
-    if workers <= 1:
+def run_lanes(
+    lanes: list[list[int]], pool: Executor | None, run_record: Callable[[int], None]
+) -> None:
+    """Call ``run_record`` on every index, lane by lane, lanes side by side in ``pool``.
+
+    ``pool`` None, or a single lane, runs here, one lane after the other.
+    """
+    if pool is None or len(lanes) <= 1:
         for lane in lanes:
             _run_lane(lane, run_record)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(workers, thread_name_prefix="idempotent-batch") as pool:
-        futures = [
-            pool.submit(contextvars.copy_context().run, _run_lane, lane, run_record)
-            for lane in lanes
-        ]
-        for future in futures:
-            future.result()
+    futures = [
+        pool.submit(contextvars.copy_context().run, _run_lane, lane, run_record) for lane in lanes
+    ]
+    for future in futures:
+        future.result()
 
 
 def _run_lane(lane: list[int], run_record: Callable[[int], None]) -> None:

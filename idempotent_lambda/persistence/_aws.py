@@ -42,9 +42,10 @@ _COMMON: Mapping[str, Any] = {
     "connect_timeout": 2,
     "tcp_keepalive": True,
 }
-#: Connection pool of the default clients: batch adapters run up to 32 records at once
-#: (botocore's own default is 10).
-MAX_POOL_CONNECTIONS = 32
+#: Connection pool of the default clients (botocore's own default is 10): a batch handler with its
+#: default ``max_concurrency`` of 64 has up to 64 lanes and 64 store calls ahead or behind in
+#: flight, so no call waits for a connection, nor opens one the pool then throws away.
+MAX_POOL_CONNECTIONS = 128
 DYNAMODB_DEFAULTS: Mapping[str, Any] = {
     **_COMMON,
     "read_timeout": 3,

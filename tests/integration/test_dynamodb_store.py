@@ -127,11 +127,11 @@ def test_client_built_lazily_honours_endpoint_env(
 def test_default_client_config_bounds_retries_and_timeouts() -> None:
     """The built client makes at most 3 attempts in standard mode, with 2 s/3 s timeouts.
 
-    Its pool holds 32 connections (botocore's default is 10), as the docs say.
+    Its pool holds 128 connections (botocore's default is 10), as the docs say.
     """
     store = DynamoDBPersistenceLayer("any-table")
     config = client_of_built(store).meta.config
-    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 3, True, 32)
+    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 3, True, 128)
     assert expected == options(
         config,
         "retries",
@@ -143,10 +143,10 @@ def test_default_client_config_bounds_retries_and_timeouts() -> None:
 
 
 def test_default_s3_client_config() -> None:
-    """The large-result client has the same bounded retries, a 10 s read timeout, 32 connections."""
+    """The large-result client: the same bounded retries, a 10 s read timeout, 128 connections."""
     store = DynamoDBPersistenceLayer("any-table", large_result_bucket="results")
     config = store._large._client.get().meta.config
-    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 10, 32)
+    expected = ({"mode": "standard", "total_max_attempts": 3}, 2, 10, 128)
     assert expected == options(
         config, "retries", "connect_timeout", "read_timeout", "max_pool_connections"
     )

@@ -76,7 +76,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         validation_key_attr: Payload validation hash.
         owner_attr: Owner token of the current claim.
         boto_config: botocore ``Config`` merged over the defaults (3 attempts, 2 s connect and
-            3 s read timeouts, 32 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
+            3 s read timeouts, 128 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
         boto3_session: Session to build the clients from (default: a new session).
         boto3_client: A ready ``dynamodb`` client, used as-is; else one is built on first use.
         clock: Time source for the engine.

@@ -1,0 +1,217 @@
+"""Claim ahead, complete behind: one ordered lane at the cost of about three store round trips.
+
+Run one record at a time, a lane of ``n`` records pays ``2n`` round trips one after the other
+(claim, run, complete, then the next record). Neither has to wait on the chain:
+
+- **Claim ahead.** Every record of the lane whose key is new to the lane claims in one
+  parallel wave before the first body runs. A claim that meets a COMPLETED record replays it; one
+  that meets a live IN_PROGRESS record fails that record, and with it the rest of its chain, as a
+  claim made in turn would. A record whose key appeared earlier in the lane claims in turn, once
+  the earlier record's completion is written, so it replays that result.
+- **Complete behind.** A record's completion (without business writes) is written while the next
+  record runs. Whatever that write meets, the record counts as done (see
+  `IdempotentFunction._complete`), so the next record never waits on it. A completion with
+  business writes can fail the record: it is written before the next record starts.
+
+Each record is still admitted by `BatchProgress.may_start` in lane order, so which bodies run and
+which records are reported are exactly those of a lane run one record at a time. A claim taken
+ahead for a record that does not run is released before the lane ends; if the release fails, the
+claim's lease (the invocation's remaining time) ends and the next delivery takes the record over.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
+from idempotent_lambda.adapters._batch_lanes import BatchProgress
+
+__all__ = ["RecordFlow", "WorkerPools", "run_lane_pipelined"]
+
+
+class WorkerPools:
+    """A batch handler's threads, started on first use and kept for the next batches.
+
+    A warm Lambda serves batch after batch: starting ``workers`` threads for each one would cost
+    more CPU than the records themselves. Two pools, since a lane's thread waits on the store
+    calls it hands out: with one pool, waiting lanes could hold every thread.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._lanes: ThreadPoolExecutor | None = None
+        self._store_calls: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def lanes(self) -> Executor | None:
+        """Return the pool lanes run in; None when only one lane runs at a time."""
+        if self.workers <= 1:
+            return None
+        with self._lock:
+            if self._lanes is None:
+                self._lanes = ThreadPoolExecutor(self.workers, "idempotent-batch")
+            return self._lanes
+
+    def store_calls(self) -> Executor:
+        """Return the pool that runs the claims taken ahead and the completions behind."""
+        with self._lock:
+            if self._store_calls is None:
+                self._store_calls = ThreadPoolExecutor(self.workers, "idempotent-batch-store")
+            return self._store_calls
+
+
+class _NotRunError(Exception):
+    """Thrown into a flow holding a claim for a record that will not run: it releases the claim."""
+
+
+class RecordFlow:
+    """One record's flow, carried out one effect at a time by its lane (see `run_sync`).
+
+    Flows of one lane are suspended side by side, so each steps (and runs its body) in a
+    context of its own: the Lambda context it binds and the transaction it opens stay its own.
+    """
+
+    def __init__(self, flow: Flow, body: Callable[[], Any]) -> None:
+        self.flow = flow
+        self.body = body
+        self.context = contextvars.copy_context()
+        self.effect: Any = None
+        self.done = False
+        self.error: Exception | None = None
+        self._step(lambda: flow.send(None))
+
+    def _step(self, step: Callable[[], Any]) -> None:
+        try:
+            self.effect = self.context.run(step)
+        except StopIteration:
+            self.done, self.effect = True, None
+        except Exception as exc:
+            self.done, self.effect, self.error = True, None, exc
+
+    def answer(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Send an effect's result (or throw its error) into the flow; stop at the next effect."""
+        if error is None:
+            self._step(lambda: self.flow.send(value))
+        else:
+            self._step(lambda: self.flow.throw(error))
+
+    def perform(self) -> None:
+        """Carry out the pending effect in this thread."""
+        effect = self.effect
+        try:
+            if effect is RUN_BODY:
+                value = self.context.run(self.body)
+            elif isinstance(effect, Pause):
+                time.sleep(effect.seconds)
+                value = None
+            else:
+                value = effect.function(*effect.args, **effect.kwargs)
+        except Exception as exc:
+            self.answer(error=exc)
+            return
+        self.answer(value)
+
+    def run_until_behind(self) -> StoreCall | None:
+        """Carry out effects until done, or until a completion that may be written behind."""
+        while not self.done:
+            effect = self.effect
+            if isinstance(effect, StoreCall) and effect.behind:
+                return effect
+            self.perform()
+        return None
+
+    def finish(self) -> None:
+        """Carry out every remaining effect."""
+        while not self.done:
+            self.perform()
+
+    def abandon(self) -> None:
+        """Give the record up before its body: release a claim it holds, or just close it."""
+        if self.effect is RUN_BODY:
+            self.answer(error=_NotRunError())
+            self.finish()
+        elif not self.done:
+            self.context.run(self.flow.close)
+            self.done = True
+
+
+def _call(store_call: StoreCall) -> Any:
+    return store_call.function(*store_call.args, **store_call.kwargs)
+
+
+def _settle(flow: RecordFlow, future: Future[Any]) -> None:
+    try:
+        value = future.result()
+    except Exception as exc:
+        flow.answer(error=exc)
+    else:
+        flow.answer(value)
+    flow.finish()
+
+
+def run_lane_pipelined(
+    lane: list[int],
+    *,
+    keys: list[str | None],
+    start: Callable[[int], RecordFlow],
+    failure: Callable[[int, Exception | None], BaseException | None],
+    progress: BatchProgress,
+    pool: Executor,
+) -> None:
+    """Run one lane's records in order, their claims ahead and their completions behind.
+
+    Args:
+        lane: Record indexes, in the order they must run.
+        keys: Each record's idempotency key (None: none known, it claims in turn).
+        start: Index -> the record's flow, advanced to its first effect.
+        failure: ``(index, error)`` -> what fails the record (None: it is done).
+        progress: Admits each record and keeps its outcome.
+        pool: Runs the store calls made ahead or behind.
+    """
+    ahead: dict[int, RecordFlow] = {}
+    seen: set[str] = set()
+    for index in lane:
+        key = keys[index]
+        if key is not None and key not in seen:
+            seen.add(key)
+            ahead[index] = start(index)
+    claims = {i: f for i, f in ahead.items() if isinstance(f.effect, StoreCall)}
+    futures = {i: pool.submit(_call, f.effect) for i, f in claims.items()}
+    for index, future in futures.items():
+        try:
+            claims[index].answer(future.result())
+        except Exception as exc:
+            claims[index].answer(error=exc)
+
+    behind: list[tuple[int, RecordFlow, Future[Any]]] = []
+
+    def settle_behind() -> None:
+        for index, flow, future in behind:
+            _settle(flow, future)
+            progress.finish(index, failure(index, flow.error))
+        behind.clear()
+
+    try:
+        for index in lane:
+            flow = ahead.pop(index, None)
+            if not progress.may_start(index):
+                if flow is not None:
+                    flow.abandon()
+                continue
+            if flow is None:
+                settle_behind()  # a repeated key claims once the earlier result is written
+                flow = start(index)
+            completion = flow.run_until_behind()
+            if completion is not None:
+                behind.append((index, flow, pool.submit(_call, completion)))
+                continue
+            progress.finish(index, failure(index, flow.error))
+    finally:
+        for flow in ahead.values():
+            flow.abandon()
+        settle_behind()
