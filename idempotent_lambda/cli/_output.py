@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from idempotent_lambda._record_format import POWERTOOLS
+from idempotent_lambda._record_format import POWERTOOLS, POWERTOOLS_IN_PROGRESS
 from idempotent_lambda._result_codec import decode_result, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
@@ -144,10 +144,14 @@ def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:
     return record.status is Status.IN_PROGRESS and record.lease_passed(cutoff_ms)
 
 
-def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str, Any]:
+def view(
+    record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int, record_format: str | None = None
+) -> dict[str, Any]:
     """Return what an operator sees of `record` at `now_ms`, without its result.
 
-    A timestamp past any calendar date makes the view `invalid`, with no times.
+    `stored_status` is the status as the table spells it under `record_format` (by default
+    `IdempotencyConfig`'s): `INPROGRESS` under Powertools' format, `IN_PROGRESS` under the
+    native one. A timestamp past any calendar date makes the view `invalid`, with no times.
     """
     expiry_ms = None if record.expiry_timestamp is None else record.expiry_timestamp * 1000
     in_progress = record.status is Status.IN_PROGRESS
@@ -161,7 +165,7 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
     return {
         "key": record.idempotency_key,
         "status": record.effective_status(now_ms).value,
-        "stored_status": record.status.value,
+        "stored_status": stored_spelling(record.status, record_format),
         "stuck": is_stuck(record, cutoff_ms),
         "invalid": invalid,
         "expires_at": expires_at,
@@ -173,6 +177,16 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
         "owner": record.owner,
         "validation_hash": record.payload_hash,
     }
+
+
+def stored_spelling(status: Status, record_format: str | None = None) -> str:
+    """Return `status` as the table stores it under `record_format` (default: the config's)."""
+    if (
+        status is Status.IN_PROGRESS
+        and (record_format or IdempotencyConfig().record_format) != "native"
+    ):
+        return POWERTOOLS_IN_PROGRESS
+    return status.value
 
 
 def with_result(
@@ -241,7 +255,7 @@ def jsonable(value: Any) -> Any:
 def row(shown: dict[str, Any]) -> list[str]:
     """Return the table row of a record view."""
     lease = shown["lease_remaining_seconds"]
-    if shown["stored_status"] != Status.IN_PROGRESS.value:
+    if shown["stored_status"] not in (Status.IN_PROGRESS.value, POWERTOOLS_IN_PROGRESS):
         lease_text = "-"
     elif lease is None:
         lease_text = "-" if shown["invalid"] else "until expiry"

@@ -142,7 +142,7 @@ def get_record(args: argparse.Namespace, screen: Screen) -> int:
     if record is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
-    shown = view(record, now_ms=now, cutoff_ms=cutoff)
+    shown = view(record, now_ms=now, cutoff_ms=cutoff, record_format=args.record_format)
     if args.data:
         shown = with_result(shown, record, record_format=args.record_format)
     if args.json:
