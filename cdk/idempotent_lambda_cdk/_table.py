@@ -8,6 +8,7 @@ import re
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -20,6 +21,10 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 #: What a batch handler adds: one read of all a batch's keys before claiming any.
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
+
+#: The variable naming a granted function's key prefixes; the library checks it at decoration
+#: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
+GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
 
 #: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key).
 _KEY_PREFIX = re.compile(r"^[^*?#\s]+$")
@@ -68,6 +73,7 @@ class IdempotencyTable(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
+        self._granted: dict[str, list[str]] = {}
         self.table = dynamodb.Table(
             self,
             "Table",
@@ -128,6 +134,7 @@ class IdempotencyTable(Construct):
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
+        self._name_granted_prefix(grantee, key_prefix)
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=[*RECORD_ACTIONS, *(BATCH_ACTIONS if batch else ())],
@@ -142,3 +149,12 @@ class IdempotencyTable(Construct):
             resource_arns=[self.bucket.arn_for_objects(f"{large_result_prefix(key_prefix)}*")],
         )
         return grant.combine(objects)
+
+    def _name_granted_prefix(self, grantee: iam.IGrantable, key_prefix: str) -> None:
+        """Tell a granted function its key prefixes, so the library refuses any other one."""
+        if not isinstance(grantee, lambda_.Function):
+            return  # a role: the functions that assume it are not known here
+        prefixes = self._granted.setdefault(grantee.node.path, [])
+        if key_prefix not in prefixes:
+            prefixes.append(key_prefix)
+        grantee.add_environment(GRANTED_KEY_PREFIXES_ENV, ",".join(prefixes))
