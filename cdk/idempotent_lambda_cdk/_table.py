@@ -111,26 +111,37 @@ class IdempotencyTable(Construct):
             )
 
     def grant_idempotency(
-        self, grantee: iam.IGrantable, *, key_prefix: str, batch: bool = False
+        self,
+        grantee: iam.IGrantable,
+        *,
+        key_prefix: str,
+        batch: bool = False,
+        offload: bool = False,
     ) -> iam.Grant:
         """Let `grantee` keep its idempotency records, and only those of `key_prefix`.
 
         Grants exactly what the store calls (GetItem, PutItem, DeleteItem; BatchGetItem too
         with `batch`) on items whose key starts with `{key_prefix}#`, the key of every
-        record of a function decorated with that `key_prefix`; and, with the bucket,
-        s3:GetObject and s3:PutObject under `large_result_prefix` of it.
+        record of a function decorated with that `key_prefix`; and, with `offload`,
+        s3:GetObject and s3:PutObject under `large_result_prefix` of it. Sets
+        `IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES` on a granted `aws_lambda.Function`, so the
+        library refuses, at import, a key prefix the function was not granted.
 
         Args:
             grantee: The function (or role) that runs the decorated handler.
             key_prefix: The `key_prefix` its decorator or adapter is given.
             batch: The handler is a batch handler (`idempotent_sqs_handler`,
                 `idempotent_stream_handler`): it reads a batch's keys at once.
+            offload: The function offloads large results to the bucket (its store has
+                `large_result_bucket` and `record_format="native"`; the default format never
+                offloads). Needs `large_results=True`.
 
         Returns:
             The grant (the table's, combined with the bucket's).
 
         Raises:
-            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace.
+            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
+                `offload` is asked of a table without the bucket.
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
@@ -141,7 +152,9 @@ class IdempotencyTable(Construct):
             resource_arns=[self.table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{key_prefix}#*"]}},
         )
-        if self.bucket is None:
+        if offload and self.bucket is None:
+            raise ValueError("offload=True needs IdempotencyTable(..., large_results=True)")
+        if not offload or self.bucket is None:
             return grant
         objects = iam.Grant.add_to_principal(
             grantee=grantee,
