@@ -102,7 +102,8 @@ class Screen:
 class Rows:
     """A table printed as its rows come, in columns sized by the first batch.
 
-    On a terminal the columns fit its width: the widest shrink, and longer cells end in `…`.
+    On a terminal the columns fit its width: the widest shrink, and longer cells end in `…`;
+    the first column (the key, copied into `records get`) is never cut, the line wraps instead.
     """
 
     def __init__(self, screen: Screen, headers: Sequence[str]) -> None:
@@ -125,17 +126,26 @@ class Rows:
 def layout(
     headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None
 ) -> list[int]:
-    """Return the widths of the columns; with `width`, the widest shrink until the line fits."""
+    """Return the widths of the columns; with `width`, the widest but the first shrink to fit."""
     widths = [max(map(len, column)) for column in zip(headers, *rows, strict=True)]
-    while width is not None and sum(widths) + 2 * len(widths) - 2 > width and max(widths) > 4:
-        widths[widths.index(max(widths))] -= 1
+    rest = widths[1:]
+    while width is not None and sum(widths) + 2 * len(widths) - 2 > width and max(rest) > 4:
+        rest[rest.index(max(rest))] -= 1
+        widths = [widths[0], *rest]
     return widths
 
 
 def render(cells: Sequence[str], widths: Sequence[int], *, clip: bool) -> str:
     """Return one line of a table; with `clip`, a cell wider than its column ends in `…`."""
     if clip:
-        cells = [c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(cells, widths, strict=True)]
+        first, *rest = cells
+        cells = [
+            first,
+            *(
+                c if len(c) <= w else c[: w - 1] + "…"
+                for c, w in zip(rest, widths[1:], strict=True)
+            ),
+        ]
     return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
 

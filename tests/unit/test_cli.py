@@ -290,16 +290,17 @@ def test_formatting_helpers() -> None:
     )
 
 
-def test_tables_fit_a_width_by_cutting_the_widest_column() -> None:
-    """Given a width, the widest column shrinks and its cells end in an ellipsis."""
-    headers = ["KEY", "STATUS"]
-    rows = [["orders#" + "a" * 64, "COMPLETED"]]
-    widths = layout(headers, rows, width=30)
+def test_tables_fit_a_width_by_cutting_the_widest_column_but_never_the_key() -> None:
+    """Given a width, the widest other column shrinks; keys stay whole to copy into `get`."""
+    headers = ["KEY", "STATUS", "OWNER"]
+    key = "fn.orders.handler#" + "a" * 64  # wider than a 100-column terminal with the rest
+    rows = [[key, "COMPLETED", "0123456789abcdef"]]
+    widths = layout(headers, rows, width=100)
     line = render(rows[0], widths, clip=True)
-    assert (30, 30) == (sum(widths) + 2, len(line))
-    assert line.startswith("orders#aaa")
-    assert line.endswith("…  COMPLETED")
-    assert render(rows[0], widths, clip=False).startswith(rows[0][0])
+
+    assert line.startswith(key + "  ")
+    assert line.endswith("…")
+    assert len(key) == widths[0]
 
 
 def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
