@@ -311,3 +311,10 @@ def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
     assert encoded.isprintable()
     assert "é" in encoded
     assert {"k": hostile} == json.loads(encoded)
+
+
+def test_help_examples_have_no_stray_spaces(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each example of `--help` is a line as typed: no run of spaces inside it."""
+    main(["--help"])
+    examples = capsys.readouterr().out.split("examples:", 1)[1]
+    assert [] == [line for line in examples.splitlines() if "   " in line.strip()]
