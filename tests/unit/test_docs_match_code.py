@@ -127,3 +127,11 @@ def headings(text: str) -> set[str]:
         found.add(re.sub(r"[\s]+", "-", slug))
     found |= set(re.findall(r'id="([\w-]+)"', text)) | set(re.findall(r"\{ *#([\w-]+)", text))
     return found
+
+
+def test_the_http_page_is_boosted_for_idempotency_key_searches() -> None:
+    """The search index splits "Idempotency-Key" in two common words: the HTTP page is boosted."""
+    text = (DOCS / "http.md").read_text()
+    front = text.split("---", 2)[1]
+    assert re.search(r"^search:\n  boost: [2-9]", front, flags=re.MULTILINE)
+    assert "Idempotency-Key" in text
