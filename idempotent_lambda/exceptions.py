@@ -20,6 +20,7 @@ Every error the library raises on its own account derives from `IdempotencyError
     │   ├── IdempotencyPersistenceConsistencyError
     │   ├── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
     │   ├── IdempotencyKeySchemaError           the store is not keyed the way it was configured
+    │   ├── IdempotencyClaimAccessDeniedError   IAM denied the claim of a key prefix
     │   └── IdempotencyCorruptRecordError       a stored record does not follow its format
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
     ├── MalformedEventError                 an adapter got an event that is not its source's
@@ -195,6 +196,25 @@ class IdempotencyKeyPrefixNotGrantedError(IdempotencyConfigError):
             f"keys starting with {', '.join(repr(p + '#') for p in granted)} only "
             "(IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES, set by IdempotencyTable.grant_idempotency); "
             "pass the granted key_prefix= to the decorator, or grant this one"
+        )
+
+
+class IdempotencyClaimAccessDeniedError(IdempotencyPersistenceLayerError):
+    """IAM denied the claim (`PutItem`) of a key: the function's policy does not cover its prefix.
+
+    Attributes:
+        key_prefix: The key prefix of the denied claim.
+        table_name: The table.
+    """
+
+    def __init__(self, key_prefix: str, table_name: str) -> None:
+        self.key_prefix = key_prefix
+        self.table_name = table_name
+        super().__init__(
+            f"AccessDenied claiming a key of prefix {key_prefix!r} in table {table_name!r}: the "
+            "function's IAM policy must allow dynamodb:PutItem, GetItem and DeleteItem with the "
+            f"condition ForAllValues:StringLike dynamodb:LeadingKeys = {key_prefix + '#*'!r} "
+            "(IdempotencyTable.grant_idempotency(function, key_prefix=...) writes it)"
         )
 
 

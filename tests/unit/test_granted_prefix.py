@@ -68,3 +68,34 @@ def test_the_construct_sets_the_variable_the_library_reads() -> None:
     assert f'GRANTED_KEY_PREFIXES_ENV = "{GRANTED_KEY_PREFIXES_ENV}"' in source
     assert 'LARGE_RESULTS_ROOT = "idempotency/"' in source
     assert "idempotency/orders.create_order/" == large_result_prefix("orders.create_order")
+
+
+def test_an_access_denied_claim_names_the_key_prefix_and_the_iam_rule() -> None:
+    """AccessDenied on the claim's PutItem becomes a typed error naming the prefix and rule."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from idempotent_lambda import DynamoDBPersistenceLayer
+    from idempotent_lambda.exceptions import (
+        IdempotencyClaimAccessDeniedError,
+        IdempotencyPersistenceLayerError,
+    )
+    from idempotent_lambda.record import IdempotencyRecord, Status
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    store = DynamoDBPersistenceLayer("idempotency", boto3_client=client)
+    record = IdempotencyRecord(
+        idempotency_key="orders.create#abc",
+        status=Status.IN_PROGRESS,
+        expiry_timestamp=2_000_000_000,
+    )
+    with Stubber(client) as stub:
+        stub.add_client_error("put_item", "AccessDeniedException", "not authorized")
+        with pytest.raises(IdempotencyClaimAccessDeniedError) as raised:
+            store.claim(record, now_ms=1_000, lease_cutoff_ms=1_000)
+
+    assert isinstance(raised.value, IdempotencyPersistenceLayerError)
+    assert ("orders.create", "idempotency") == (raised.value.key_prefix, raised.value.table_name)
+    assert "dynamodb:LeadingKeys = 'orders.create#*'" in str(raised.value)
