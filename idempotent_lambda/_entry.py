@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import Derive, IdempotentFunction
+from idempotent_lambda._grant import check_granted
 from idempotent_lambda._record_format import POWERTOOLS, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
@@ -85,11 +86,15 @@ class Entry:
         Raises:
             IdempotencyConfigError: ``function`` cannot be made idempotent (`refuse_unrunnable`),
                 or another live function holds that default prefix on the store.
+            IdempotencyKeyPrefixNotGrantedError: the CDK construct granted the function
+                other key prefixes (`check_granted`).
         """
         refuse_unrunnable(function)
         fixed = self.key_prefix
         if fixed is not None:
+            check_granted(fixed)
             return lambda: fixed
+        check_granted(default_prefix(function, self.config.format))
         reserve_default_prefix(self.store, function)
         return functools.partial(default_prefix, function, self.config.format)
 

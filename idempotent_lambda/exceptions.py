@@ -6,6 +6,7 @@ Every error the library raises on its own account derives from `IdempotencyError
     IdempotencyError
     ├── IdempotencyConfigError              bad configuration, raised at decoration/construction
     │   ├── IdempotencyModelTypeError              a serializer's model is not what it takes
+    │   ├── IdempotencyKeyPrefixNotGrantedError    the key prefix is not the one IAM grants
     │   └── IdempotencyNoSerializationModelError   a serializer class got no model
     ├── IdempotencyKeyError                 key required but absent, or key material not hashable
     ├── IdempotencyValidationError          same key, different validated payload
@@ -20,6 +21,7 @@ Every error the library raises on its own account derives from `IdempotencyError
     │   ├── IdempotencyPersistenceConfigError      (also an IdempotencyConfigError)
     │   ├── IdempotencyKeySchemaError           the store is not keyed the way it was configured
     │   ├── IdempotencyWriteConflictError       a global table's other Region wrote the item too
+    │   ├── IdempotencyClaimAccessDeniedError   IAM denied the claim of a key prefix
     │   └── IdempotencyCorruptRecordError       a stored record does not follow its format
     ├── IdempotencyUnstorableResultError    the body ran but its result cannot be stored
     ├── MalformedEventError                 an adapter got an event that is not its source's
@@ -184,6 +186,47 @@ class IdempotencyTransactionConflictError(IdempotencyTransactionError):
     def failed(self) -> tuple[CancellationReason, ...]:
         """Return the reasons of the writes that failed."""
         return tuple(reason for reason in self.reasons if reason.failed)
+
+
+class IdempotencyKeyPrefixNotGrantedError(IdempotencyConfigError):
+    """The key prefix in use is not one the CDK construct granted the function.
+
+    Raised at decoration when `IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES` (set by
+    `IdempotencyTable.grant_idempotency`) does not name it: every claim would be denied.
+
+    Attributes:
+        key_prefix: The prefix the decorator uses.
+        granted: The prefixes the function's IAM policy allows.
+    """
+
+    def __init__(self, key_prefix: str, granted: list[str]) -> None:
+        self.key_prefix = key_prefix
+        self.granted = granted
+        super().__init__(
+            f"key prefix {key_prefix!r} is not granted to this function: its IAM policy allows "
+            f"keys starting with {', '.join(repr(p + '#') for p in granted)} only "
+            "(IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES, set by IdempotencyTable.grant_idempotency); "
+            "pass the granted key_prefix= to the decorator, or grant this one"
+        )
+
+
+class IdempotencyClaimAccessDeniedError(IdempotencyPersistenceLayerError):
+    """IAM denied the claim (`PutItem`) of a key: the function's policy does not cover its prefix.
+
+    Attributes:
+        key_prefix: The key prefix of the denied claim.
+        table_name: The table.
+    """
+
+    def __init__(self, key_prefix: str, table_name: str) -> None:
+        self.key_prefix = key_prefix
+        self.table_name = table_name
+        super().__init__(
+            f"AccessDenied claiming a key of prefix {key_prefix!r} in table {table_name!r}: the "
+            "function's IAM policy must allow dynamodb:PutItem, GetItem and DeleteItem with the "
+            f"condition ForAllValues:StringLike dynamodb:LeadingKeys = {key_prefix + '#*'!r} "
+            "(IdempotencyTable.grant_idempotency(function, key_prefix=...) writes it)"
+        )
 
 
 class IdempotencyModelTypeError(IdempotencyConfigError):

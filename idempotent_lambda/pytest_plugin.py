@@ -11,6 +11,9 @@ Fixtures:
     idempotency_table_name: The name the table gets: unique per test; override the fixture
         to pin it.
     idempotency_dynamodb_endpoint: The server's URL; started on 127.0.0.1 once per session.
+    import_handler: `import_handler("module")` imports a handler module afresh, as a new Lambda
+        instance does, so its store is built from this test's environment; the module is
+        forgotten again when the test ends.
 
 The store and context fixtures forget any context the test registered with
 `config.register_lambda_context` when the test ends: other threads can still find a
@@ -21,8 +24,11 @@ the next test.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -136,6 +142,29 @@ def idempotency_dynamodb_store(
 
     yield DynamoDBPersistenceLayer(idempotency_dynamodb_table, clock=idempotency_clock)
     reset()
+
+
+@pytest.fixture
+def import_handler() -> Iterator[Callable[[str], ModuleType]]:
+    """Return a function that imports a module afresh, as a cold start does.
+
+    Use it after setting the environment the module reads at import (its table name, the
+    fixtures' endpoint): the store it builds at import is then this test's. When the test
+    ends, `sys.modules` holds again what it held before.
+    """
+    saved: dict[str, ModuleType | None] = {}
+
+    def fresh(name: str) -> ModuleType:
+        saved.setdefault(name, sys.modules.pop(name, None))
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    yield fresh
+    for name, module in saved.items():
+        if module is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = module
 
 
 def _drop(client: Any, table_name: str) -> None:

@@ -8,6 +8,7 @@ import re
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -20,6 +21,10 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 #: What a batch handler adds: one read of all a batch's keys before claiming any.
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
+
+#: The variable naming a granted function's key prefixes; the library checks it at decoration
+#: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
+GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
 
 #: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key).
 _KEY_PREFIX = re.compile(r"^[^*?#\s]+$")
@@ -68,6 +73,7 @@ class IdempotencyTable(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
+        self._granted: dict[str, list[str]] = {}
         self.table = dynamodb.Table(
             self,
             "Table",
@@ -105,36 +111,50 @@ class IdempotencyTable(Construct):
             )
 
     def grant_idempotency(
-        self, grantee: iam.IGrantable, *, key_prefix: str, batch: bool = False
+        self,
+        grantee: iam.IGrantable,
+        *,
+        key_prefix: str,
+        batch: bool = False,
+        offload: bool = False,
     ) -> iam.Grant:
         """Let `grantee` keep its idempotency records, and only those of `key_prefix`.
 
         Grants exactly what the store calls (GetItem, PutItem, DeleteItem; BatchGetItem too
         with `batch`) on items whose key starts with `{key_prefix}#`, the key of every
-        record of a function decorated with that `key_prefix`; and, with the bucket,
-        s3:GetObject and s3:PutObject under `large_result_prefix` of it.
+        record of a function decorated with that `key_prefix`; and, with `offload`,
+        s3:GetObject and s3:PutObject under `large_result_prefix` of it. Sets
+        `IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES` on a granted `aws_lambda.Function`, so the
+        library refuses, at import, a key prefix the function was not granted.
 
         Args:
             grantee: The function (or role) that runs the decorated handler.
             key_prefix: The `key_prefix` its decorator or adapter is given.
             batch: The handler is a batch handler (`idempotent_sqs_handler`,
                 `idempotent_stream_handler`): it reads a batch's keys at once.
+            offload: The function offloads large results to the bucket (its store has
+                `large_result_bucket` and `record_format="native"`; the default format never
+                offloads). Needs `large_results=True`.
 
         Returns:
             The grant (the table's, combined with the bucket's).
 
         Raises:
-            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace.
+            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
+                `offload` is asked of a table without the bucket.
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
+        self._name_granted_prefix(grantee, key_prefix)
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=[*RECORD_ACTIONS, *(BATCH_ACTIONS if batch else ())],
             resource_arns=[self.table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{key_prefix}#*"]}},
         )
-        if self.bucket is None:
+        if offload and self.bucket is None:
+            raise ValueError("offload=True needs IdempotencyTable(..., large_results=True)")
+        if not offload or self.bucket is None:
             return grant
         objects = iam.Grant.add_to_principal(
             grantee=grantee,
@@ -142,3 +162,12 @@ class IdempotencyTable(Construct):
             resource_arns=[self.bucket.arn_for_objects(f"{large_result_prefix(key_prefix)}*")],
         )
         return grant.combine(objects)
+
+    def _name_granted_prefix(self, grantee: iam.IGrantable, key_prefix: str) -> None:
+        """Tell a granted function its key prefixes, so the library refuses any other one."""
+        if not isinstance(grantee, lambda_.Function):
+            return  # a role: the functions that assume it are not known here
+        prefixes = self._granted.setdefault(grantee.node.path, [])
+        if key_prefix not in prefixes:
+            prefixes.append(key_prefix)
+        grantee.add_environment(GRANTED_KEY_PREFIXES_ENV, ",".join(prefixes))

@@ -69,10 +69,13 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     table = IdempotencyTable(
         with_bucket, "Idempotency", large_results=True, record_expiry=cdk.Duration.hours(36)
     )
-    table.grant_idempotency(python_function(with_bucket, "Http"), key_prefix="orders.create")
     table.grant_idempotency(
-        python_function(with_bucket, "Batch"), key_prefix="orders.pay", batch=True
+        python_function(with_bucket, "Http"), key_prefix="orders.create", offload=True
     )
+    table.grant_idempotency(
+        python_function(with_bucket, "Batch"), key_prefix="orders.pay", batch=True, offload=True
+    )
+    table.grant_idempotency(python_function(with_bucket, "Small"), key_prefix="orders.small")
 
     table_only = cdk.Stack(app, "TableOnly")
     plain = IdempotencyTable(table_only, "Idempotency", table_name="idempotency")

@@ -160,3 +160,39 @@ def test_a_key_prefix_that_would_widen_the_grant_is_refused(key_prefix: str) -> 
     table = IdempotencyTable(stack, "Idempotency")
     with pytest.raises(ValueError, match="key_prefix"):
         table.grant_idempotency(python_function(stack, "F"), key_prefix=key_prefix)
+
+
+def test_only_functions_that_offload_get_s3(synthesized: Synthesized) -> None:
+    """A function granted without `offload` gets the record actions and no S3 action."""
+    template = synthesized.templates["WithBucket"]
+    small = [s for s in statements(template) if "orders.small#*" in str(s)]
+    assert 1 == len(small)
+    role = next(
+        name
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy" and "orders.small#*" in str(resource)
+    )
+    assert "s3:" not in str(template["Resources"][role])
+
+
+def test_the_grant_names_the_key_prefix_in_the_function_environment(
+    synthesized: Synthesized,
+) -> None:
+    """The granted function gets the variable the library checks, naming its prefix."""
+    from idempotent_lambda_cdk._table import GRANTED_KEY_PREFIXES_ENV
+
+    functions = {
+        name: resource["Properties"].get("Environment", {}).get("Variables", {})
+        for name, resource in synthesized.templates["WithBucket"]["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::Function"
+    }
+    granted = sorted(variables.get(GRANTED_KEY_PREFIXES_ENV) for variables in functions.values())
+    assert ["orders.create", "orders.pay", "orders.small"] == granted
+
+
+def test_offload_without_the_bucket_is_refused() -> None:
+    """`offload=True` on a table without the bucket cannot grant anything: ValueError."""
+    stack = cdk.Stack(cdk.App(), "NoBucket")
+    table = IdempotencyTable(stack, "Idempotency")
+    with pytest.raises(ValueError, match="large_results=True"):
+        table.grant_idempotency(python_function(stack, "F"), key_prefix="p", offload=True)

@@ -64,14 +64,14 @@ class OrdersStack(cdk.Stack):
 
         # Each function: its own records and large results, nothing else of the table.
         create_order = function("CreateOrder", "app.create_order.handler", "orders.create_order")
-        idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")
+        idempotency.grant_idempotency(create_order, key_prefix="orders.create_order", offload=True)
         orders.grant(create_order, "dynamodb:PutItem")  # the order's Put in the transaction
 
         process_payment = function(
             "ProcessPayment", "app.process_payment.handler", "orders.process_payment"
         )
         idempotency.grant_idempotency(
-            process_payment, key_prefix="orders.process_payment", batch=True
+            process_payment, key_prefix="orders.process_payment", batch=True, offload=True
         )
         orders.grant(process_payment, "dynamodb:GetItem", "dynamodb:UpdateItem")
 

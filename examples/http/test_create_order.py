@@ -1,6 +1,4 @@
-import importlib
 import json
-import sys
 
 import pytest
 
@@ -13,11 +11,10 @@ def idempotency_table_name():
 
 
 @pytest.fixture
-def create_order(idempotency_dynamodb_table, monkeypatch):
+def create_order(idempotency_dynamodb_table, import_handler):
     # A fresh IdempotencyTable on the local server, boto3 pointed at it: import the module
     # afresh, as Lambda does, so its store is built now.
-    monkeypatch.delitem(sys.modules, "create_order", raising=False)
-    return importlib.import_module("create_order")
+    return import_handler("create_order")
 
 
 def test_a_retry_gets_the_same_order(create_order, lambda_context):

@@ -1,19 +1,15 @@
-import importlib
-import sys
-
 import pytest
 
 from idempotent_lambda.testing import sqs_event
 
 
 @pytest.fixture
-def payments(idempotency_dynamodb_table, monkeypatch):
+def payments(idempotency_dynamodb_table, import_handler, monkeypatch):
     # idempotency_dynamodb_table made a fresh table on the local server and pointed boto3 at it
     # (AWS_ENDPOINT_URL_DYNAMODB, dummy credentials). Name it as Lambda would, then import the
     # module afresh, so its store is built for this test's table.
     monkeypatch.setenv("IDEMPOTENCY_TABLE", idempotency_dynamodb_table)
-    monkeypatch.delitem(sys.modules, "payments", raising=False)
-    return importlib.import_module("payments")
+    return import_handler("payments")
 
 
 @pytest.fixture

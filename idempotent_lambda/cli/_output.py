@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from idempotent_lambda._record_format import POWERTOOLS
+from idempotent_lambda._record_format import POWERTOOLS, POWERTOOLS_IN_PROGRESS
 from idempotent_lambda._result_codec import decode_result, unstorable_reason
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
@@ -102,7 +102,8 @@ class Screen:
 class Rows:
     """A table printed as its rows come, in columns sized by the first batch.
 
-    On a terminal the columns fit its width: the widest shrink, and longer cells end in `…`.
+    On a terminal the columns fit its width: the widest shrink, and longer cells end in `…`;
+    the first column (the key, copied into `records get`) is never cut, the line wraps instead.
     """
 
     def __init__(self, screen: Screen, headers: Sequence[str]) -> None:
@@ -125,17 +126,26 @@ class Rows:
 def layout(
     headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None
 ) -> list[int]:
-    """Return the widths of the columns; with `width`, the widest shrink until the line fits."""
+    """Return the widths of the columns; with `width`, the widest but the first shrink to fit."""
     widths = [max(map(len, column)) for column in zip(headers, *rows, strict=True)]
-    while width is not None and sum(widths) + 2 * len(widths) - 2 > width and max(widths) > 4:
-        widths[widths.index(max(widths))] -= 1
+    rest = widths[1:]
+    while width is not None and sum(widths) + 2 * len(widths) - 2 > width and max(rest) > 4:
+        rest[rest.index(max(rest))] -= 1
+        widths = [widths[0], *rest]
     return widths
 
 
 def render(cells: Sequence[str], widths: Sequence[int], *, clip: bool) -> str:
     """Return one line of a table; with `clip`, a cell wider than its column ends in `…`."""
     if clip:
-        cells = [c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(cells, widths, strict=True)]
+        first, *rest = cells
+        cells = [
+            first,
+            *(
+                c if len(c) <= w else c[: w - 1] + "…"
+                for c, w in zip(rest, widths[1:], strict=True)
+            ),
+        ]
     return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
 
@@ -144,10 +154,14 @@ def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:
     return record.status is Status.IN_PROGRESS and record.lease_passed(cutoff_ms)
 
 
-def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str, Any]:
+def view(
+    record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int, record_format: str | None = None
+) -> dict[str, Any]:
     """Return what an operator sees of `record` at `now_ms`, without its result.
 
-    A timestamp past any calendar date makes the view `invalid`, with no times.
+    `stored_status` is the status as the table spells it under `record_format` (by default
+    `IdempotencyConfig`'s): `INPROGRESS` under Powertools' format, `IN_PROGRESS` under the
+    native one. A timestamp past any calendar date makes the view `invalid`, with no times.
     """
     expiry_ms = None if record.expiry_timestamp is None else record.expiry_timestamp * 1000
     in_progress = record.status is Status.IN_PROGRESS
@@ -161,7 +175,7 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
     return {
         "key": record.idempotency_key,
         "status": record.effective_status(now_ms).value,
-        "stored_status": record.status.value,
+        "stored_status": stored_spelling(record.status, record_format),
         "stuck": is_stuck(record, cutoff_ms),
         "invalid": invalid,
         "expires_at": expires_at,
@@ -173,6 +187,16 @@ def view(record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int) -> dict[str,
         "owner": record.owner,
         "validation_hash": record.payload_hash,
     }
+
+
+def stored_spelling(status: Status, record_format: str | None = None) -> str:
+    """Return `status` as the table stores it under `record_format` (default: the config's)."""
+    if (
+        status is Status.IN_PROGRESS
+        and (record_format or IdempotencyConfig().record_format) != "native"
+    ):
+        return POWERTOOLS_IN_PROGRESS
+    return status.value
 
 
 def with_result(
@@ -241,7 +265,7 @@ def jsonable(value: Any) -> Any:
 def row(shown: dict[str, Any]) -> list[str]:
     """Return the table row of a record view."""
     lease = shown["lease_remaining_seconds"]
-    if shown["stored_status"] != Status.IN_PROGRESS.value:
+    if shown["stored_status"] not in (Status.IN_PROGRESS.value, POWERTOOLS_IN_PROGRESS):
         lease_text = "-"
     elif lease is None:
         lease_text = "-" if shown["invalid"] else "until expiry"

@@ -73,7 +73,12 @@ def store_from(args: argparse.Namespace) -> DynamoDBPersistenceLayer:
 def endpoint_of(args: argparse.Namespace) -> str | None:
     """Return the endpoint the client talks to, when it is not AWS itself."""
     endpoint: str | None = getattr(args, "endpoint_url", None)
-    return endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None
+    return (
+        endpoint
+        or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+        or os.environ.get("AWS_ENDPOINT_URL")  # boto3 honours it for every service
+        or None
+    )
 
 
 def client_from(args: argparse.Namespace) -> DynamoDBClient:
@@ -142,7 +147,7 @@ def get_record(args: argparse.Namespace, screen: Screen) -> int:
     if record is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
-    shown = view(record, now_ms=now, cutoff_ms=cutoff)
+    shown = view(record, now_ms=now, cutoff_ms=cutoff, record_format=args.record_format)
     if args.data:
         shown = with_result(shown, record, record_format=args.record_format)
     if args.json:
@@ -227,7 +232,7 @@ def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
 def create_table(args: argparse.Namespace, screen: Screen) -> int:
     """`create-table`: create the table (an existing one is kept) and print its layout."""
     client = client_from(args)
-    _operator.create_idempotency_table(
+    created = _operator.create_idempotency_table(
         client,
         table_name=args.table,
         key_attr=args.key_attr,
@@ -237,6 +242,7 @@ def create_table(args: argparse.Namespace, screen: Screen) -> int:
     )
     summary = {
         "table": args.table,
+        "created": created,
         **_operator.describe_idempotency_table(client, args.table),
     }
     if args.json:
@@ -246,7 +252,8 @@ def create_table(args: argparse.Namespace, screen: Screen) -> int:
         ttl = f"TTL on {summary['ttl_attribute']}" if summary["ttl_attribute"] else "TTL off"
         screen.out(
             escape_text(
-                f"table {args.table}: partition key {summary['partition_key']}{sort}, {ttl}"
+                f"table {args.table} {'created' if created else 'already exists, kept as it is'}:"
+                f" partition key {summary['partition_key']}{sort}, {ttl}"
             )
         )
     if (summary["partition_key"], summary["sort_key"]) != (args.key_attr, args.sort_key_attr):

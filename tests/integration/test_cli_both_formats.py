@@ -194,6 +194,21 @@ def test_list_shows_every_record_of_both_formats(cli: Any, seeded: Seeded) -> No
     assert "skipped" not in run.err
 
 
+def test_list_json_stored_status_is_the_stored_spelling(
+    cli: Any, seeded: Seeded, dynamodb_client: DynamoDBClient, idempotency_table: str
+) -> None:
+    """Under the default format `stored_status` is the literal value in the table: INPROGRESS."""
+    shown = {
+        view["key"]: view["stored_status"] for view in cli("records", "list", "--json").lines()
+    }
+
+    assert "INPROGRESS" == shown[seeded.pt_live]
+    assert (
+        stored_status(dynamodb_client, idempotency_table, seeded.pt_live) == shown[seeded.pt_live]
+    )
+    assert "COMPLETED" == shown[seeded.pt_done]
+
+
 @pytest.mark.parametrize("status", ["IN_PROGRESS", "INPROGRESS", "inprogress"])
 def test_list_filters_match_either_spelling(cli: Any, seeded: Seeded, status: str) -> None:
     """--status IN_PROGRESS (or Powertools' INPROGRESS), --stuck and --prefix see both formats."""

@@ -473,11 +473,15 @@ def test_create_table_sets_key_schema_and_ttl(
     try:
         first = cli("create-table", *options)
         assert 0 == first.code
-        assert "table cli-created: partition key id, TTL on expiration" in first.out
+        assert "table cli-created created: partition key id, TTL on expiration" in first.out
         again = cli("create-table", "--json", *options)
-        assert {"partition_key": "id", "sort_key": None, "ttl_attribute": "expiration"}.items() <= (
-            again.json().items()
-        )
+        assert {
+            "created": False,
+            "partition_key": "id",
+            "sort_key": None,
+            "ttl_attribute": "expiration",
+        }.items() <= again.json().items()
+        assert "already exists" in cli("create-table", *options).out
         assert 0 == cli("records", "list", *options).code
 
         other = cli("create-table", *options, "--key-attr", "pk")
@@ -487,6 +491,17 @@ def test_create_table_sets_key_schema_and_ttl(
 
 
 # --- errors --------------------------------------------------------------------------------------
+
+
+def test_a_missing_table_names_the_endpoint_of_aws_endpoint_url(
+    cli: Any, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With AWS_ENDPOINT_URL set, a missing table is not reported "not found at AWS"."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", dynamodb_endpoint)
+    run = cli("records", "list", "--table", "no-such-table")
+    assert 2 == run.code
+    assert f"not found at {dynamodb_endpoint}" in run.err
 
 
 def test_missing_table_is_one_line(cli: Any, dynamodb_endpoint: str) -> None:

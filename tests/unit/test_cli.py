@@ -290,16 +290,17 @@ def test_formatting_helpers() -> None:
     )
 
 
-def test_tables_fit_a_width_by_cutting_the_widest_column() -> None:
-    """Given a width, the widest column shrinks and its cells end in an ellipsis."""
-    headers = ["KEY", "STATUS"]
-    rows = [["orders#" + "a" * 64, "COMPLETED"]]
-    widths = layout(headers, rows, width=30)
+def test_tables_fit_a_width_by_cutting_the_widest_column_but_never_the_key() -> None:
+    """Given a width, the widest other column shrinks; keys stay whole to copy into `get`."""
+    headers = ["KEY", "STATUS", "OWNER"]
+    key = "fn.orders.handler#" + "a" * 64  # wider than a 100-column terminal with the rest
+    rows = [[key, "COMPLETED", "0123456789abcdef"]]
+    widths = layout(headers, rows, width=100)
     line = render(rows[0], widths, clip=True)
-    assert (30, 30) == (sum(widths) + 2, len(line))
-    assert line.startswith("orders#aaa")
-    assert line.endswith("…  COMPLETED")
-    assert render(rows[0], widths, clip=False).startswith(rows[0][0])
+
+    assert line.startswith(key + "  ")
+    assert line.endswith("…")
+    assert len(key) == widths[0]
 
 
 def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
@@ -310,3 +311,10 @@ def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:
     assert encoded.isprintable()
     assert "é" in encoded
     assert {"k": hostile} == json.loads(encoded)
+
+
+def test_help_examples_have_no_stray_spaces(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each example of `--help` is a line as typed: no run of spaces inside it."""
+    main(["--help"])
+    examples = capsys.readouterr().out.split("examples:", 1)[1]
+    assert [] == [line for line in examples.splitlines() if "   " in line.strip()]

@@ -5,6 +5,7 @@ table's key schema check), `_transaction` (writes committed with the record), `_
 offloaded to S3) and `_operator` (the CLI's methods, and creating a table).
 """
 
+from idempotent_lambda._grant import large_result_prefix
 from idempotent_lambda.exceptions import (
     IdempotencyItemAlreadyExistsError,
     IdempotencyItemNotFoundError,
@@ -23,4 +24,5 @@ __all__ = [
     "IdempotencyItemAlreadyExistsError",
     "IdempotencyItemNotFoundError",
     "IdempotencyValidationError",
+    "large_result_prefix",
 ]

@@ -268,7 +268,7 @@ def create_idempotency_table(
     sort_key_attr: str | None = None,
     expiry_attr: str = "expiration",
     wait: bool = True,
-) -> None:
+) -> bool:
     """Create an on-demand table laid out for `DynamoDBPersistenceLayer`, with TTL on expiry.
 
     Safe to call again: an existing table is left as it is (its key schema is not checked).
@@ -286,6 +286,9 @@ def create_idempotency_table(
         expiry_attr: The store's ``expiry_attr``, made the table's TTL attribute.
         wait: Block until the table is ACTIVE.
 
+    Returns:
+        True when the table was created, False when it existed already.
+
     Raises:
         botocore.exceptions.ClientError: The table could not be created.
     """
@@ -300,6 +303,7 @@ def create_idempotency_table(
     if sort_key_attr is not None:
         key_schema.append({"AttributeName": sort_key_attr, "KeyType": "RANGE"})
         attributes.append({"AttributeName": sort_key_attr, "AttributeType": "S"})
+    created = True
     try:
         client.create_table(
             TableName=table_name,
@@ -309,6 +313,7 @@ def create_idempotency_table(
         )
     except client.exceptions.ResourceInUseException:
         logger.debug("table %s already exists", table_name)
+        created = False
     if wait:
         client.get_waiter("table_exists").wait(
             TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
@@ -323,6 +328,7 @@ def create_idempotency_table(
         if "already enabled" not in error.get("Message", "").lower():
             code = error.get("Code", "unknown")
             logger.warning("could not enable TTL on %s.%s: %s", table_name, expiry_attr, code)
+    return created
 
 
 def describe_idempotency_table(client: DynamoDBClient, table_name: str) -> dict[str, str | None]:

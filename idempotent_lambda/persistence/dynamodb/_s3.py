@@ -16,6 +16,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from idempotent_lambda._grant import LARGE_RESULTS_ROOT, large_result_prefix
 from idempotent_lambda._limits import bounded_inflate
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 REFERENCE_TAG = "$s3"
 _REFERENCE_START = '{"' + REFERENCE_TAG + '"'
-DEFAULT_PREFIX = "idempotency/"
+DEFAULT_PREFIX = LARGE_RESULTS_ROOT
 _MALFORMED = "idempotency item holds a malformed S3 reference"
 
 
@@ -97,6 +98,7 @@ class LargeResults:
         self.expected_owner = expected_owner
         self.kms_key_id = kms_key_id
         self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        self._per_key_prefix = prefix is None
         self.threshold_bytes = threshold
         self._client: LazyClient[Any] = LazyClient(
             "s3", client=client, session=session, boto_config=boto_config, defaults=S3_DEFAULTS
@@ -156,7 +158,13 @@ class LargeResults:
 
     def _put(self, bucket: str, idempotency_key: str, owner: str | None, body: bytes) -> str:
         # One object per completion: an invocation that lost its lease never overwrites another's.
-        key = f"{self.prefix}{quote(idempotency_key, safe='.-_~')}/{owner or 'unowned'}"
+        # By default under `idempotency/<key prefix>/`, the folder the CDK construct grants.
+        folder = (
+            large_result_prefix(idempotency_key.rpartition("#")[0] or "unprefixed")
+            if self._per_key_prefix
+            else self.prefix
+        )
+        key = f"{folder}{quote(idempotency_key, safe='.-_~')}/{owner or 'unowned'}"
         digest = hashlib.sha256(body)
         with translate_errors("S3", "PutObject"):
             self._client.get().put_object(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda._record_format import POWERTOOLS_UNSTORABLE_ATTR
 from idempotent_lambda.exceptions import (
+    IdempotencyClaimAccessDeniedError,
     IdempotencyConfigError,
     IdempotencyCorruptRecordError,
     IdempotencyPersistenceLayerError,
@@ -235,6 +236,12 @@ class DynamoDBPersistenceLayer(OperatorMethods):
                 except client.exceptions.ConditionalCheckFailedException as exc:
                     blocking = cast("Mapping[str, Any]", exc.response).get("Item")
                     failure = exc
+                except client.exceptions.ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") == "AccessDeniedException":
+                        raise IdempotencyClaimAccessDeniedError(
+                            record.idempotency_key.rpartition("#")[0], self.table_name
+                        ) from exc
+                    raise
                 else:
                     return self._claimed(response.get("Attributes"))
             if blocking is not None:

@@ -32,20 +32,20 @@ from contextlib import contextmanager
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
-from idempotent_lambda._test_events import (
+from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
+from idempotent_lambda.testing._events import (
     SQSMessageFields,
     StreamRecordFields,
     dynamodb_stream_event,
     sqs_event,
 )
-from idempotent_lambda._test_http_events import api_gateway_http_event, api_gateway_rest_event
-from idempotent_lambda._test_kinesis_kafka_events import (
+from idempotent_lambda.testing._http_events import api_gateway_http_event, api_gateway_rest_event
+from idempotent_lambda.testing._kinesis_kafka_events import (
     KafkaRecordFields,
     KinesisRecordFields,
     kafka_event,
     kinesis_event,
 )
-from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 
 __all__ = [
     "FakeLambdaContext",

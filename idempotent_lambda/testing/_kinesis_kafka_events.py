@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from idempotent_lambda._test_events import ACCOUNT, each_record, next_position, payload_bytes
+from idempotent_lambda.testing._events import ACCOUNT, each_record, next_position, payload_bytes
 
 __all__ = ["KafkaRecordFields", "KinesisRecordFields", "kafka_event", "kinesis_event"]
 

@@ -1,0 +1,79 @@
+"""Code blocks and signatures fit at 1280 px, measured in headless Chromium on the built site."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [
+    "getting-started",
+    *(f"reference/{p.stem}" for p in (ROOT / "docs/reference").glob("*.md")),
+]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Appended to a copy of each page: lists every code block wider than its box.
+PROBE = """<script>window.addEventListener("load", () => {
+  const wide = [];
+  document.querySelectorAll("pre > code, .doc-signature").forEach((e) => {
+    if (e.scrollWidth > e.clientWidth + 1) wide.push(e.textContent.slice(0, 60));
+  });
+  const report = document.createElement("div");
+  report.id = "overflow-report";
+  report.textContent = JSON.stringify(wide);
+  document.body.appendChild(report);
+});</script>"""
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the docs site once."""
+    out = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=600,
+    )
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_code_fits_at_1280_px(site: Path, page: str) -> None:
+    """No code block or signature is wider than the content column in a 1280 px window."""
+    html = (site / page / "index.html").read_text(encoding="utf-8")
+    probe = site / page / "_probe.html"
+    probe.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    assert CHROMIUM is not None
+    dom = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1280,900",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    report = re.search(r'<div id="overflow-report">([^<]*)</div>', dom)
+    assert report is not None, "the probe did not run"
+    assert [] == json.loads(
+        report.group(1).replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&")
+    )

@@ -1,0 +1,137 @@
+"""The pages say what the code does: adapters listed, defaults stated, sections that exist."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import idempotent_lambda.adapters
+from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
+from idempotent_lambda._record_format import NATIVE, POWERTOOLS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+#: The page of each public adapter module; a new adapter module fails until it gets one.
+ADAPTER_PAGES = {
+    "api_gateway": "http.md",
+    "dynamodb_stream": "streams.md",
+    "kafka": "kafka.md",
+    "kinesis": "kinesis.md",
+    "sqs": "sqs.md",
+}
+
+
+def adapter_modules() -> list[str]:
+    """Return the public modules of `idempotent_lambda.adapters`."""
+    paths = idempotent_lambda.adapters.__path__
+    return sorted(m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_"))
+
+
+def test_every_adapter_module_has_a_page() -> None:
+    """Each adapter module is mapped to its docs page, and the page exists."""
+    assert adapter_modules() == sorted(ADAPTER_PAGES)
+    assert all((DOCS / page).is_file() for page in ADAPTER_PAGES.values())
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_readme_and_home_page_link_every_adapter(page: str) -> None:
+    """The README and the home page link the page of every adapter module."""
+    text = (ROOT / page).read_text()
+    missing = [
+        module
+        for module, target in ADAPTER_PAGES.items()
+        if not re.search(rf"\]\((?:[^)]*/)?{re.escape(target)}\)", text)
+    ]
+    assert [] == missing
+
+
+def test_default_prefixes_stated_are_the_code_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default prefix each format uses without a function name is the one the pages give."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    for page in ("getting-started.md", "keys-and-leases.md"):
+        text = (DOCS / page).read_text()
+        assert f"{{AWS_LAMBDA_FUNCTION_NAME or '{POWERTOOLS.function_name()}'}}" in text, page
+        assert f"'{NATIVE.function_name()}'" in text, page
+
+
+def config_table_defaults() -> dict[str, str]:
+    """Return the `option | default` cells of getting-started's configuration table."""
+    text = (DOCS / "getting-started.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)`", text, flags=re.MULTILINE)
+    return dict(rows)
+
+
+def test_config_defaults_stated_are_the_code_ones() -> None:
+    """Every default in the configuration table equals `IdempotencyConfig`'s."""
+    stated = config_table_defaults()
+    fields = {f.name: f for f in dataclasses.fields(IdempotencyConfig)}
+    actual = IdempotencyConfig()
+    compared = {name: ast.literal_eval(value) for name, value in stated.items() if name in fields}
+    assert {"expires_after_seconds", "record_format", "hash_function"} <= set(compared)
+    assert {name: getattr(actual, name) for name in compared} == compared
+
+
+def test_store_signature_block_is_the_code_one() -> None:
+    """The DynamoDB store's signature on getting-started names its real defaults."""
+    text = (DOCS / "getting-started.md").read_text()
+    block = text.split("DynamoDBPersistenceLayer(", 1)[1].split("```", 1)[0]
+    stated = dict(re.findall(r"(\w+)=([^,\n]+)", block))
+    parameters = inspect.signature(DynamoDBPersistenceLayer).parameters
+    assert set(stated) == {n for n, p in parameters.items() if p.default is not p.empty}
+    for name, value in stated.items():
+        default = parameters[name].default
+        expected = getattr(default, "__name__", None) or repr(default).strip("'")
+        if name == "clock":
+            continue  # an object: the page names it
+        assert (name, expected) == (name, value.strip("'\"")), name
+
+
+def test_compression_is_stated_for_the_native_format_only() -> None:
+    """The default format never compresses, so no page says results are compressed by default."""
+    text = (DOCS / "getting-started.md").read_text()
+    sentence = text.split("compression_threshold_bytes` are stored", 1)[0][-80:]
+    assert 'record_format="native"' in sentence
+
+
+#: Prose that points at a place the pages cannot link, which no page may use.
+DANGLING = re.compile(r"(?:in|see) the README|The README says|lifecycle table", re.IGNORECASE)
+
+
+def test_no_page_points_at_a_section_that_does_not_exist() -> None:
+    """No page refers to the README for something it does not hold; every anchor resolves."""
+    pages = {p.relative_to(DOCS).as_posix(): p.read_text() for p in DOCS.rglob("*.md")}
+    dangling = [name for name, text in pages.items() if DANGLING.search(text)]
+    assert [] == dangling
+    anchors = {name: headings(text) for name, text in pages.items()}
+    broken = []
+    for name, text in pages.items():
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", text):
+            page = str((Path(name).parent / target).as_posix()) if target else name
+            page = page.removeprefix("./")
+            if page in anchors and anchor not in anchors[page]:
+                broken.append(f"{name} -> {target}#{anchor}")
+    assert [] == broken
+
+
+def headings(text: str) -> set[str]:
+    """Return the anchors mkdocs gives the headings of a page."""
+    found = set()
+    for title in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\s-]", "", title.lower()).strip()
+        found.add(re.sub(r"[\s]+", "-", slug))
+    found |= set(re.findall(r'id="([\w-]+)"', text)) | set(re.findall(r"\{ *#([\w-]+)", text))
+    return found
+
+
+def test_the_http_page_is_boosted_for_idempotency_key_searches() -> None:
+    """The search index splits "Idempotency-Key" in two common words: the HTTP page is boosted."""
+    text = (DOCS / "http.md").read_text()
+    front = text.split("---", 2)[1]
+    assert re.search(r"^search:\n  boost: [2-9]", front, flags=re.MULTILINE)
+    assert "Idempotency-Key" in text
