@@ -345,3 +345,48 @@ def test_stand_in_refusals_are_configuration_errors() -> None:
         )
     with pytest.raises(IdempotencyConfigError):
         durable.step_key()
+
+
+def test_stand_in_a_concurrent_rerun_waits_for_the_running_step() -> None:
+    """Two invocations of one execution run a step at once: one runs it, the other waits.
+
+    With ``wait_for_in_progress_seconds`` the second gets the first one's result; the side
+    effect runs once. Real threads on one key.
+    """
+    polled = threading.Event()
+
+    class PolledStore(InMemoryPersistenceLayer):
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            polled.set()  # only a waiter reads: the second invocation is waiting
+            return super().get(*args, **kwargs)
+
+    store = PolledStore()
+    config = IdempotencyConfig(wait_for_in_progress_seconds=60)
+    entered, release = threading.Event(), threading.Event()
+    runs: list[str] = []
+    results: dict[str, Any] = {}
+
+    def charge(_: Any) -> str:
+        runs.append("charge")
+        entered.set()
+        assert release.wait(60)
+        return "charged once"
+
+    def invocation(name: str) -> None:
+        context = StandInContext("arn:exec/wait", {})
+        results[name] = durable.step(
+            context, charge, name="charge", persistence_store=store, config=config
+        )
+
+    first = threading.Thread(target=invocation, args=("first",))
+    first.start()
+    assert entered.wait(60)
+    second = threading.Thread(target=invocation, args=("second",))
+    second.start()
+    assert polled.wait(60)
+    release.set()
+    first.join(60)
+    second.join(60)
+
+    assert ["charge"] == runs
+    assert {"first": "charged once", "second": "charged once"} == results
