@@ -7,9 +7,11 @@ mapping and a DynamoDB Stream event source mapping deliver. Stream records are n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -22,6 +24,38 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 Handler = Callable[[Any, Any], Any]
+
+
+def _serialize_powertools_metric_flushes() -> None:
+    """Make Powertools' EMF flush atomic while this emulator runs invocations in threads.
+
+    Lambda runs one invocation at a time per execution environment; the demo sends concurrent
+    duplicates from threads of one process instead. Powertools' ``Metrics`` are shared by the
+    process, and its flush checks, serializes and clears the metric set in three steps: a
+    third thread clearing in between makes the second raise "Must contain at least one metric".
+    The functions' code stays as it is deployed; only this emulator takes the lock.
+    """
+    try:
+        from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+            AmazonCloudWatchEMFProvider,
+        )
+    except ImportError:
+        return
+    flush = AmazonCloudWatchEMFProvider.flush_metrics
+    if getattr(flush, "serialized_by_the_emulator", False):
+        return
+    lock = threading.Lock()
+
+    @functools.wraps(flush)
+    def serialized(self: Any, *args: Any, **kwargs: Any) -> None:
+        with lock:
+            flush(self, *args, **kwargs)
+
+    serialized.serialized_by_the_emulator = True  # type: ignore[attr-defined]
+    AmazonCloudWatchEMFProvider.flush_metrics = serialized  # type: ignore[method-assign]
+
+
+_serialize_powertools_metric_flushes()
 
 
 def load_handler(dotted: str) -> Handler:
