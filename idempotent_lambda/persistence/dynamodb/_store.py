@@ -295,13 +295,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
 
         ``fetch_large_result=False`` keeps a result offloaded to S3 as its reference (operators).
         """
-        with self._request("GetItem") as client:
-            response = client.get_item(
-                TableName=self.table_name,
-                Key=self._schema.key(idempotency_key),
-                ConsistentRead=True,
-            )
-        item = response.get("Item")
+        item = self._get_item(idempotency_key)
         if item is None:
             return None
         record = self._schema.from_item(item)
