@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from idempotent_lambda._durable_context import durable_run_of
 from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._entry import Entry, refuse_unrunnable
+from idempotent_lambda._grant import check_granted
 from idempotent_lambda._identity import Invocation, build_invocation, digest
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.config import IdempotencyConfig
@@ -83,6 +84,8 @@ def step(
             usable, or ``name`` was already used in this execution's context.
         IdempotencyAlreadyInProgressError: Another invocation is running this step now.
         IdempotencyValidationError: ``payload`` differs from the one the step first ran with.
+        IdempotencyKeyPrefixNotGrantedError: The CDK construct granted the function other key
+            prefixes than the step's (`key_prefix`, or the default one).
     """
     run = durable_run_of(context)
     if run is None or not callable(getattr(context, "step", None)):
@@ -99,9 +102,10 @@ def step(
             "a durable step's key is its execution and name: leave event_key_jmespath empty "
             "(pass payload= to validate the step's inputs)"
         )
+    prefix = key_prefix or f"{settings.format.function_name()}.idempotent_lambda.durable"
+    check_granted(prefix)
     refuse_unrunnable(func)
     _claim_name(context, name)
-    prefix = key_prefix or f"{settings.format.function_name()}.idempotent_lambda.durable"
     material = {"execution": run.arn, "step": name}
     key = f"{prefix}#{digest(settings, material)}"
     validated = _validation_material(settings, payload)

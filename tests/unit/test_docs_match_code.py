@@ -14,6 +14,9 @@ import pytest
 import idempotent_lambda.adapters
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
 from idempotent_lambda._record_format import NATIVE, POWERTOOLS
+from idempotent_lambda.adapters._batch import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIME_SAFETY_MARGIN_MS
+from idempotent_lambda.config import DEFAULT_IN_PROGRESS_EXPIRY_SECONDS
+from idempotent_lambda.persistence.protocol import DEFAULT_COMPRESSION_THRESHOLD_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -135,3 +138,48 @@ def test_the_http_page_is_boosted_for_idempotency_key_searches() -> None:
     front = text.split("---", 2)[1]
     assert re.search(r"^search:\n  boost: [2-9]", front, flags=re.MULTILINE)
     assert "Idempotency-Key" in text
+
+
+def test_cdk_page_names_the_jsii_banner_setting_the_makefile_uses() -> None:
+    """The setting docs/cdk.md offers against jsii's Node banner is the one `make` really sets."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    setting = re.search(r"JSII_SILENCE_WARNING_\w+=\d+", makefile)
+    assert setting is not None
+    assert f"`{setting.group()}`" in (DOCS / "cdk.md").read_text(encoding="utf-8")
+
+
+TEMPLATE = (ROOT / "template.yaml").read_text(encoding="utf-8")
+#: What "default N <unit>" means in prose, as a number of the option's own unit.
+_UNITS = {"": 1, "s": 1, "ms": 1, "hour": 3600, "KiB": 1024}
+#: Options whose defaults the pages state in prose, and the code's value of each.
+_PROSE_DEFAULTS: dict[str, int] = {
+    "max_concurrency": DEFAULT_MAX_CONCURRENCY,
+    "time_safety_margin_ms": DEFAULT_TIME_SAFETY_MARGIN_MS,
+    "in_progress_expiry_seconds": DEFAULT_IN_PROGRESS_EXPIRY_SECONDS,
+    "expires_after_seconds": IdempotencyConfig().expires_after_seconds,
+    "compression_threshold_bytes": DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+    "IdempotencyExpiryDays": int(
+        re.findall(r"IdempotencyExpiryDays:\n(?: +.*\n)*? +Default: (\d+)", TEMPLATE)[0]
+    ),
+}
+
+
+def prose_defaults() -> list[tuple[str, str, int]]:
+    """Return ``(page, option, value)`` for every "`option` ... (default N unit)" on any page."""
+    found = []
+    pattern = re.compile(
+        r"`(\w+)`[^`.]{0,40}?\(?default (\d[\d,]*) ?(ms|s|hour|KiB)?\b", flags=re.DOTALL
+    )
+    for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]:
+        for option, number, unit in pattern.findall(page.read_text(encoding="utf-8")):
+            value = int(number.replace(",", "")) * _UNITS[unit or ""]
+            found.append((page.name, option, value))
+    return found
+
+
+def test_defaults_stated_in_prose_are_the_code_ones() -> None:
+    """Every "(default N)" that follows a known option, on any page, is the code's default."""
+    stated = [entry for entry in prose_defaults() if entry[1] in _PROSE_DEFAULTS]
+    assert {option for _, option, _ in stated} == set(_PROSE_DEFAULTS)  # every one is checked
+    wrong = [entry for entry in stated if entry[2] != _PROSE_DEFAULTS[entry[1]]]
+    assert wrong == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,63 @@ def test_an_access_denied_claim_names_the_key_prefix_and_the_iam_rule() -> None:
     assert isinstance(raised.value, IdempotencyPersistenceLayerError)
     assert ("orders.create", "idempotency") == (raised.value.key_prefix, raised.value.table_name)
     assert "dynamodb:LeadingKeys = 'orders.create#*'" in str(raised.value)
+
+
+class _DurableContext:
+    """The public surface `durable.step` reads: the execution's ARN and ``step``."""
+
+    execution_context = type("ExecutionContext", (), {"durable_execution_arn": "arn:exec/1"})()
+    lambda_context = None
+
+    def step(self, func: Any, name: str | None = None, config: Any = None) -> Any:
+        return func(object())
+
+
+def _decorate_each(key_prefix: str) -> dict[str, Callable[[], Any]]:
+    """One way to use each public entry point with ``key_prefix``, run when called."""
+    from idempotent_lambda import durable, idempotent_function
+    from idempotent_lambda.adapters.api_gateway import idempotent_http
+    from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+    from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
+    from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
+    from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+
+    def record(record: Any, context: Any) -> Any:
+        return None
+
+    def data(order: Any) -> Any:
+        return order
+
+    store = InMemoryPersistenceLayer()
+    options: dict[str, Any] = {"persistence_store": store, "key_prefix": key_prefix}
+    batch = (
+        idempotent_sqs_handler,
+        idempotent_stream_handler,
+        idempotent_kinesis_handler,
+        idempotent_kafka_handler,
+    )
+    ways: dict[str, Callable[[], Any]] = {
+        "idempotent": lambda: idempotent(**options)(handler),
+        "idempotent_function": lambda: idempotent_function(
+            data_keyword_argument="order", **options
+        )(data),
+        "idempotent_http": lambda: idempotent_http(**options)(handler),
+        "durable.step": lambda: durable.step(_DurableContext(), lambda _: 1, name="s", **options),
+    }
+    ways.update({d.__name__: functools.partial(lambda d: d(**options)(record), d) for d in batch})
+    return ways
+
+
+ENTRY_POINTS = sorted(_decorate_each("x"))
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_every_entry_point_checks_the_granted_prefix(
+    monkeypatch: pytest.MonkeyPatch, entry_point: str
+) -> None:
+    """Each decorator, and the durable step, refuses a prefix not granted; takes a granted one."""
+    monkeypatch.setenv(GRANTED_KEY_PREFIXES_ENV, "orders.create_order")
+
+    with pytest.raises(IdempotencyKeyPrefixNotGrantedError, match=r"'orders\.create'"):
+        _decorate_each("orders.create")[entry_point]()
+    _decorate_each("orders.create_order")[entry_point]()
