@@ -97,6 +97,11 @@ def raw_records(kind: str, event: dict[str, Any]) -> list[dict[str, Any]]:
 
 def build_powertools(kind: str, latency: Latency, body: Body) -> Handler:
     """Powertools: its batch processor for ``kind`` + ``idempotent_function`` per record."""
+    return powertools_handler(kind, SlowPowertoolsStore(latency), body)
+
+
+def powertools_handler(kind: str, layer: Any, body: Body) -> Handler:
+    """Powertools' batch processor for ``kind`` + ``idempotent_function`` on ``layer``."""
     from aws_lambda_powertools.utilities.batch import (
         BatchProcessor,
         EventType,
@@ -115,7 +120,7 @@ def build_powertools(kind: str, latency: Latency, body: Body) -> Handler:
     @idempotent_function(  # type: ignore[untyped-decorator]  # Powertools types it loosely
         data_keyword_argument="record",
         config=config,
-        persistence_store=SlowPowertoolsStore(latency),
+        persistence_store=layer,
     )
     def record_handler(record: Any) -> dict[str, Any]:
         body(identifier(record))
