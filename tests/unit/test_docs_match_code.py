@@ -16,6 +16,7 @@ from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
 from idempotent_lambda._record_format import NATIVE, POWERTOOLS
 from idempotent_lambda.adapters._batch import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIME_SAFETY_MARGIN_MS
 from idempotent_lambda.config import DEFAULT_IN_PROGRESS_EXPIRY_SECONDS
+from idempotent_lambda.persistence._aws import MAX_POOL_CONNECTIONS
 from idempotent_lambda.persistence.protocol import DEFAULT_COMPRESSION_THRESHOLD_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,3 +184,16 @@ def test_defaults_stated_in_prose_are_the_code_ones() -> None:
     assert {option for _, option, _ in stated} == set(_PROSE_DEFAULTS)  # every one is checked
     wrong = [entry for entry in stated if entry[2] != _PROSE_DEFAULTS[entry[1]]]
     assert wrong == []
+
+
+def test_connection_pool_size_stated_is_the_code_one() -> None:
+    """Every "N connections (`MAX_POOL_CONNECTIONS`)" on a page is the client's real pool size."""
+    stated = [
+        int(number)
+        for page in DOCS.rglob("*.md")
+        for number in re.findall(
+            r"(\d+) connections\s+\(`MAX_POOL_CONNECTIONS`\)", page.read_text(encoding="utf-8")
+        )
+    ]
+    assert stated
+    assert set(stated) == {MAX_POOL_CONNECTIONS}
