@@ -96,7 +96,8 @@ def recovery(backups: Mapping[str, Any], table: Mapping[str, Any]) -> list[Check
         else Check(
             "point-in-time recovery",
             WARN,
-            "off: a restored table would replay nothing, and every request would run again",
+            "off: a table damaged or deleted by mistake cannot be restored, and every request "
+            "it remembered would run again",
             "aws dynamodb update-continuous-backups --table-name <table> "
             "--point-in-time-recovery-specification PointInTimeRecoveryEnabled=true",
         )
