@@ -48,34 +48,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from idempotent_lambda._entry import keyword_only
-from idempotent_lambda.adapters._batch import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_TIME_SAFETY_MARGIN_MS,
-    BatchHandler,
-    BatchItemFailure,
-    BatchOptions,
-    BatchSource,
-    PartialBatchResponse,
-    at,
-    batch_decorator,
-)
-from idempotent_lambda.adapters._batch_source import time_field
-from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
+from idempotent_lambda.adapters import _batch_exports
+from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
+from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
+from idempotent_lambda.adapters._batch_source import BatchSource, at, time_field
+from idempotent_lambda.exceptions import MalformedRecordError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_TIME_SAFETY_MARGIN_MS",
-    "BatchItemFailure",
     "BatchOptions",
     "DynamoDBStreamRecord",
-    "MalformedEventError",
     "MalformedRecordError",
-    "PartialBatchResponse",
     "idempotent_stream_handler",
 ]
+__all__ += _batch_exports.__all__  # the names every batch adapter module shares
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 _EVENT_NAMES = frozenset({"INSERT", "MODIFY", "REMOVE"})

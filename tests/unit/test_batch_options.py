@@ -47,7 +47,10 @@ def test_an_unknown_or_missing_option_is_a_type_error(decorator: object) -> None
 
 
 def test_type_checkers_see_every_option(tmp_path: Path) -> None:
-    """mypy --strict reads the names and types through ``Unpack[BatchOptions]``."""
+    """mypy --strict reads the names and types through ``Unpack[BatchOptions]``.
+
+    The shared names the adapter modules re-export import without an error, too.
+    """
     pytest.importorskip("mypy")
     probe = tmp_path / "probe.py"
     probe.write_text(
@@ -64,6 +67,10 @@ def test_type_checkers_see_every_option(tmp_path: Path) -> None:
             idempotent_sqs_handler(persistence_store=store, max_concurrency="8")
             idempotent_kinesis_handler(persistence_store=store, max_concurency=8)
             idempotent_stream_handler(key_prefix="orders")
+            from idempotent_lambda.adapters.sqs import DEFAULT_MAX_CONCURRENCY, BatchItemFailure
+            from idempotent_lambda.adapters.sqs import MalformedEventError, MalformedRecordError
+            from idempotent_lambda.adapters.kinesis import BatchOptions, PartialBatchResponse
+            from idempotent_lambda.adapters.dynamodb_stream import DEFAULT_TIME_SAFETY_MARGIN_MS
             """
         ),
         encoding="utf-8",
