@@ -30,6 +30,9 @@ from aws_durable_execution_sdk_python.retries import (  # noqa: E402
 
 DurableFunctionTestRunner = runner_module.DurableFunctionTestRunner
 SUCCEEDED = "SUCCEEDED"
+#: The runner's invocation timeout where a stalled call stands for Lambda stopping it. Only the
+#: stalled invocation may reach it: 3 s leaves a loaded machine room for every other one.
+STOPPED_AFTER_S = 3
 
 
 class Stall:
@@ -130,7 +133,7 @@ def test_an_attempt_stopped_after_the_side_effect_runs_it_twice_with_context_ste
 
         return context.step(charge, name="charge", config=StepConfig(step_semantics=semantics))
 
-    result = run(handler, {"order": 1}, invocation_timeout=1)
+    result = run(handler, {"order": 1}, invocation_timeout=STOPPED_AFTER_S)
 
     assert SUCCEEDED == status(result)
     assert 2 == len(charges)
@@ -158,7 +161,7 @@ def test_an_attempt_stopped_after_the_side_effect_replays_our_record(
             step_config=StepConfig(step_semantics=semantics),
         )
 
-    result = run(handler, {"order": 1}, invocation_timeout=1)
+    result = run(handler, {"order": 1}, invocation_timeout=STOPPED_AFTER_S)
 
     assert SUCCEEDED == status(result)
     assert 1 == len(charges)
@@ -241,7 +244,7 @@ def test_step_round_trips_are_two_first_and_one_on_replay(stall: Stall) -> None:
             context, lambda _: 1, name="charge", persistence_store=store, config=config
         )
 
-    result = run(handler, {}, invocation_timeout=1)
+    result = run(handler, {}, invocation_timeout=STOPPED_AFTER_S)
 
     assert SUCCEEDED == status(result)
     assert [(Outcome.REPLAYED, 1)] == [(d.outcome, d.store_calls) for d in decisions]
