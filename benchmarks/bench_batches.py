@@ -251,7 +251,7 @@ class Meter:
             return Delivery(wall_s, dict(self.operations), self.write_units, self.read_units)
 
 
-def make_client(endpoint: str) -> Any:
+def make_client(endpoint: str, connections: int = 32) -> Any:
     """Return a dynamodb client for ``endpoint`` (both libraries get one built like this)."""
     import boto3.session
     from botocore.config import Config
@@ -262,7 +262,9 @@ def make_client(endpoint: str) -> Any:
         region_name=REGION,
         aws_access_key_id="bench",
         aws_secret_access_key="bench",
-        config=Config(max_pool_connections=32, retries={"max_attempts": 3, "mode": "standard"}),
+        config=Config(
+            max_pool_connections=connections, retries={"max_attempts": 3, "mode": "standard"}
+        ),
     )
 
 

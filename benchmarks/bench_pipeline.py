@@ -158,24 +158,26 @@ def measure_all(
 
 
 def before(path: str, sizes: tuple[int, ...], latency_ms: float, warm: bool) -> dict[str, Any]:
-    """Run `measure_all` of ours in a subprocess that imports the package under ``path``."""
+    """Run `measure_all` of ours with the package under ``path`` (see `in_before`)."""
+    return dict(
+        in_before(path, "benchmarks.bench_pipeline:measure_all", "ours", sizes, latency_ms, warm)
+    )
+
+
+def in_before(path: str, target: str, *args: Any) -> Any:
+    """Return ``target(*args)`` run in a subprocess that imports the package under ``path``.
+
+    ``target`` is ``"module:function"``; the arguments and the result travel as JSON.
+    """
     code = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]);"
-        "from benchmarks.bench_pipeline import measure_all;"
+        "import sys, json, importlib; sys.path.insert(0, sys.argv[1]);"
         "import idempotent_lambda; assert idempotent_lambda.__file__.startswith(sys.argv[1]);"
-        "print(json.dumps(measure_all('ours', tuple(json.loads(sys.argv[2])), float(sys.argv[3]),"
-        " sys.argv[4] == 'warm')))"
+        "module, name = sys.argv[2].split(':');"
+        "function = getattr(importlib.import_module(module), name);"
+        "print(json.dumps(function(*json.loads(sys.argv[3]))))"
     )
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            path,
-            json.dumps(list(sizes)),
-            str(latency_ms),
-            "warm" if warm else "cold",
-        ],
+        [sys.executable, "-c", code, path, target, json.dumps(args)],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
@@ -183,7 +185,7 @@ def before(path: str, sizes: tuple[int, ...], latency_ms: float, warm: bool) -> 
     )
     if done.returncode:
         raise RuntimeError(f"the run before failed: {done.stderr[-3000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def report(runs: list[dict[str, dict[str, Any]]], sizes: tuple[int, ...]) -> str:

@@ -20,49 +20,34 @@ Run: ``python -m benchmarks.bench_pipeline_cpu --before /tmp/il-before-lib`` (ne
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_batches, bench_kinesis_kafka
-from benchmarks.bench_pipeline import SOURCES, make_event
-from benchmarks.bench_sqs import REGION, LambdaContext, moto_endpoint
+from benchmarks.bench_pipeline import SOURCES, in_before, make_event
+from benchmarks.bench_sqs import LambdaContext, moto_endpoint
 
 RECORDS = 100
 
 
 def make_client(endpoint: str, latency_ms: float) -> Any:
     """Return a DynamoDB client on ``endpoint`` that waits ``latency_ms`` before each request."""
-    import boto3.session
-    from botocore.config import Config
-
-    client = boto3.session.Session().client(
-        "dynamodb",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
-        config=Config(max_pool_connections=128, retries={"max_attempts": 3, "mode": "standard"}),
-    )
+    client = bench_batches.make_client(endpoint, connections=128)
     client.meta.events.register("before-send.dynamodb", lambda **_: time.sleep(latency_ms / 1000))
     return client
 
 
-def make_table(client: Any) -> str:
-    """Create a fresh idempotency table (key ``id``, on demand) and return its name."""
-    name = f"bench-cpu-{uuid.uuid4().hex[:12]}"
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
+def make_tables(endpoint: str) -> dict[str, str]:
+    """Create a fresh idempotency table per source; return their names by source."""
+    from idempotent_lambda.testing import create_idempotency_table
+
+    client = bench_batches.make_client(endpoint)
+    tables = {source: f"bench-cpu-{uuid.uuid4().hex[:12]}" for source in SOURCES}
+    for table in tables.values():
+        create_idempotency_table(client, table_name=table)
+    return tables
 
 
 def build(library: str, source: str, table: str, client: Any) -> Any:
@@ -97,12 +82,14 @@ def build(library: str, source: str, table: str, client: Any) -> Any:
     return handler
 
 
-def measure_all(library: str, endpoint: str, latency_ms: float, runs: int) -> dict[str, Any]:
+def measure_all(
+    library: str, endpoint: str, latency_ms: float, runs: int, tables: dict[str, str]
+) -> dict[str, Any]:
     """Return, per source, the median CPU µs per record and wall ms of ``runs`` deliveries."""
     client = make_client(endpoint, latency_ms)
     out: dict[str, Any] = {}
     for source in SOURCES:
-        handler = build(library, source, make_table(client), client)
+        handler = build(library, source, tables[source], client)
         handler(make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
         cpu, wall = [], []
         for _ in range(runs):
@@ -115,26 +102,6 @@ def measure_all(library: str, endpoint: str, latency_ms: float, runs: int) -> di
                 raise RuntimeError(f"{library} {source}: failures on a clean batch")
         out[source] = {"cpu_us": statistics.median(cpu), "ms": statistics.median(wall)}
     return out
-
-
-def before(path: str, endpoint: str, latency_ms: float, runs: int) -> dict[str, Any]:
-    """Run `measure_all` of ours in a subprocess that imports the package under ``path``."""
-    code = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]);"
-        "from benchmarks.bench_pipeline_cpu import measure_all;"
-        "import idempotent_lambda; assert idempotent_lambda.__file__.startswith(sys.argv[1]);"
-        "print(json.dumps(measure_all('ours', sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, path, endpoint, str(latency_ms), str(runs)],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        raise RuntimeError(f"the run before failed: {done.stderr[-3000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def report(results: dict[str, dict[str, Any]]) -> str:
@@ -163,10 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-process", action="store_true", help="run moto in this process")
     args = parser.parse_args(argv)
     with moto_endpoint(args.in_process) as endpoint:
+        common = (endpoint, args.latency_ms, args.runs)
         results = {
-            "before": before(args.before, endpoint, args.latency_ms, args.runs),
-            "now": measure_all("ours", endpoint, args.latency_ms, args.runs),
-            "powertools": measure_all("powertools", endpoint, args.latency_ms, args.runs),
+            "before": in_before(
+                args.before,
+                "benchmarks.bench_pipeline_cpu:measure_all",
+                "ours",
+                *common,
+                make_tables(endpoint),
+            ),
+            "now": measure_all("ours", *common, make_tables(endpoint)),
+            "powertools": measure_all("powertools", *common, make_tables(endpoint)),
         }
     print(report(results))
     return 0
