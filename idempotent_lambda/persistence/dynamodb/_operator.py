@@ -74,6 +74,8 @@ class OperatorMethods:
 
         def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
 
+        def _get_item(self, idempotency_key: str) -> ReadItem | None: ...
+
     def scan(
         self, *, prefix: str | None = None, page_size: int | None = None
     ) -> Iterator[ScanPage]:
@@ -111,16 +113,6 @@ class OperatorMethods:
         """
         item = self._get_item(idempotency_key)
         return None if item is None else self._from_any_item(item)
-
-    def _get_item(self, idempotency_key: str) -> ReadItem | None:
-        """The item of ``idempotency_key`` as stored, read with one consistent ``GetItem``."""
-        with self._request("GetItem") as client:
-            response = client.get_item(
-                TableName=self.table_name,
-                Key=self._schema.key(idempotency_key),
-                ConsistentRead=True,
-            )
-        return response.get("Item")
 
     def delete(self, idempotency_key: str, *, live_cutoff_ms: int | None = None) -> DeleteOutcome:
         """Delete the record of ``idempotency_key``, whatever its owner, so the key runs again.

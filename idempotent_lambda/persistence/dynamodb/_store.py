@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
+    from idempotent_lambda.persistence.dynamodb._schema import ReadItem
+
 #: Claim condition; must agree with `idempotent_lambda.persistence.protocol.claim_allowed`.
 CLAIM_CONDITION = (
     "attribute_not_exists(#key) OR #expiry < :now_s"
@@ -300,6 +302,16 @@ class DynamoDBPersistenceLayer(OperatorMethods):
             return None
         record = self._schema.from_item(item)
         return self._resolve(record) if fetch_large_result else record
+
+    def _get_item(self, idempotency_key: str) -> ReadItem | None:
+        """The item of ``idempotency_key`` as stored, read with one consistent ``GetItem``."""
+        with self._request("GetItem") as client:
+            response = client.get_item(
+                TableName=self.table_name,
+                Key=self._schema.key(idempotency_key),
+                ConsistentRead=True,
+            )
+        return response.get("Item")
 
     def get_many(self, idempotency_keys: Sequence[str]) -> dict[str, IdempotencyRecord]:
         """See `BatchReadStore.get_many`: a strongly consistent ``BatchGetItem`` per 100 keys.
