@@ -38,6 +38,7 @@ from idempotent_lambda._lambda_context import (
     with_time_left,
 )
 from idempotent_lambda._observability import Outcome, Reporter, Tally, cause_name
+from idempotent_lambda._tracing import traced
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -159,6 +160,14 @@ class IdempotentFunction:
         return await run_async(self.enter(context, derive, known), body)
 
     def enter(
+        self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
+    ) -> Flow:
+        """Describe one call (see `_enter`), in a span of its own when OpenTelemetry traces."""
+        return traced(
+            self._enter(context, derive, known), self.function_name, self.config.record_format
+        )
+
+    def _enter(
         self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
     ) -> Flow:
         """Bind ``context`` for the call, then run `flow`, or the body `unrecorded`.

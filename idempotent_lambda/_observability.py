@@ -1,6 +1,7 @@
 """Decisions: one structured log line per decision, and the `decision_hook` that counts them.
 
-Only the hashed key is logged, never the payload or the result.
+A traced call's decisions also go to its span (`idempotent_lambda._tracing`). Only the hashed
+key is logged, never the payload or the result.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,6 +59,11 @@ _LEVELS = {
     Outcome.COMPLETE_FAILED: logging.ERROR,
     Outcome.STORE_ERROR: logging.ERROR,
 }
+#: Where the decisions of the call running in this context go besides the log and the hook: its
+#: span, while `idempotent_lambda._tracing.traced` runs it; None when it is not traced.
+span_of_context: ContextVar[Callable[[Decision], None] | None] = ContextVar(
+    "idempotent_lambda_span", default=None
+)
 _METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
 #: The store operation behind outcomes that name one failure (STORE_ERROR passes its own).
 _FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
@@ -123,7 +130,7 @@ class Reporter:
 
     def wants(self, outcome: Outcome) -> bool:
         """Tell whether a decision with ``outcome`` would reach anyone (else it is not built)."""
-        if self._hook is not None or self._enabled is None:
+        if self._hook is not None or self._enabled is None or span_of_context.get() is not None:
             return True
         return bool(self._enabled(_LEVELS.get(outcome, logging.INFO)))
 
@@ -141,8 +148,11 @@ class Reporter:
             )
 
     def send(self, decision: Decision) -> None:
-        """Log ``decision`` and pass it to the hook."""
-        level = _LEVELS.get(decision.outcome, logging.INFO)
+        """Log ``decision``, note it on the call's span and pass it to the hook."""
+        level = decision_level(decision.outcome)
+        span = span_of_context.get()
+        if span is not None:
+            span(decision)
         if self._enabled is None or self._enabled(level):
             fields = {k: v for k, v in asdict(decision).items() if v is not None}
             fields["outcome"] = decision.outcome.value
@@ -201,6 +211,11 @@ class Tally:
                 execution=reporter.execution,
             )
         )
+
+
+def decision_level(outcome: Outcome) -> int:
+    """Return the logging level decisions with ``outcome`` are logged at."""
+    return _LEVELS.get(outcome, logging.INFO)
 
 
 def cause_name(exc: BaseException) -> str:

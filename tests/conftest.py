@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -58,3 +59,11 @@ def refused_port() -> Iterator[int]:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", 0))
         yield int(holder.getsockname()[1])
+
+
+@pytest.fixture
+def traces(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Trace the test with the real OpenTelemetry SDK, its spans kept in memory (tests/_otel)."""
+    from tests._otel import install
+
+    return install(monkeypatch)

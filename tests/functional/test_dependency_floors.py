@@ -25,6 +25,7 @@ PUBLISHED_FLOORS = {
     "valkey-glide-sync": ("2.1", "the first release; it ships glide_shared, whose errors we map"),
     "moto": ("5.0", "the testing extra (local_dynamodb); no advisory against 5.x"),
     "aws-durable-execution-sdk-python": ("3.0", "the durable extra: the SDK whose API we read"),
+    "opentelemetry-api": ("1.20", "the otel extra; no advisory; the tracing API it uses is 1.x"),
 }
 #: Floors that the repository's own tool groups must respect where they name the package.
 TOOL_FLOORS = {
@@ -33,6 +34,7 @@ TOOL_FLOORS = {
     "flask-cors": ("6.0", "CVE-2024-6221, CVE-2024-6844, CVE-2024-6866, CVE-2024-6839"),
     "valkey-glide": ("2.1", "2.0 has no glide_shared: its errors would escape untranslated"),
     "aws-durable-execution-sdk-python-testing": ("1.4", "the runner the durable tests use"),
+    "opentelemetry-sdk": ("1.20", "the tests' tracer provider, the API's own release"),
 }
 
 

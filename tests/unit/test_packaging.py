@@ -54,7 +54,7 @@ def test_dev_tools_are_not_published_extras() -> None:
     """Extras are what users need (pydantic, redis, valkey, durable, testing); tooling: groups."""
     metadata = pyproject()
     extras = metadata["project"]["optional-dependencies"]
-    assert {"pydantic", "redis", "valkey", "durable", "testing"} == set(extras)
+    assert {"pydantic", "redis", "valkey", "durable", "otel", "testing"} == set(extras)
     assert any(requirement.startswith("moto[server]") for requirement in extras["testing"])
     assert {"dev", "docs", "demo", "release"} <= set(metadata["dependency-groups"])
 
