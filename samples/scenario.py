@@ -41,6 +41,7 @@ from samples.local_lambda import (
     stream_event,
 )
 from samples.local_stack import create_stack, load_template
+from samples.tracing import step_trace
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -717,6 +718,7 @@ def run_scenario(app: LocalApp, t: Transcript) -> None:
     step_payments(app, t, orders)
     step_projection(app, t, orders)
     step_summary(app, t)
+    step_trace(app, t)
 
 
 # ------------------------------------------------------------------------------------- helpers

@@ -1,0 +1,139 @@
+"""CPU per invocation with tracing off and on: what the OpenTelemetry spans cost.
+
+One decorated function (``idempotent_function`` on the in-memory store, a ~1 KB payload, a body
+that does nothing) is called in fresh interpreters, one per variant and round, the variants
+taking turns in every round so that load from other processes hits them alike:
+
+- ``off: not imported``: OpenTelemetry is not imported (as when it is not installed);
+- ``off: API, no provider``: ``opentelemetry.trace`` imported, no tracer provider set;
+- ``on: SDK, no-op exporter``: the SDK's ``TracerProvider`` with a ``BatchSpanProcessor`` (what
+  the ADOT layer and most setups use) exporting to an exporter that drops the spans;
+- ``on: SDK, sampled out``: the same provider with the ``ALWAYS_OFF`` sampler (a trace the
+  sampler left out, as most are at a low sampling rate).
+
+Per variant and path (``first``: a new key each call, claim + body + complete; ``replay``: the
+same key, a stored result), the process's CPU time (every thread: the batch processor's too,
+flushed inside the timed loop) over ``--calls`` calls after a warm-up, divided by the calls. The
+median over ``--rounds`` rounds is reported, with its difference from ``off: not imported``.
+
+Run: ``python -m benchmarks.bench_tracing`` (needs opentelemetry-sdk: the dev group has it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+VARIANTS = (
+    "off: not imported",
+    "off: API, no provider",
+    "on: SDK, no-op exporter",
+    "on: SDK, sampled out",
+)
+PATHS = ("first", "replay")
+PAYLOAD = {"order_id": 0, "items": [{"sku": f"sku-{n}", "qty": n} for n in range(30)]}
+
+
+def setup(variant: str) -> Any:
+    """Set OpenTelemetry up as ``variant`` says; return the provider to flush, if any."""
+    if variant == "off: not imported":
+        sys.modules["opentelemetry"] = None  # type: ignore[assignment]  # importing it fails
+        return None
+    from opentelemetry import trace
+
+    if variant == "off: API, no provider":
+        return None
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    class DropExporter(SpanExporter):
+        """Exports nothing: the cost measured is making the spans, not sending them."""
+
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    sampled_out = variant == "on: SDK, sampled out"
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF)) if sampled_out else TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def measure(variant: str, path: str, calls: int) -> float:
+    """Return the CPU nanoseconds per call of ``path`` under ``variant`` (in this process)."""
+    provider = setup(variant)
+    from idempotent_lambda import InMemoryPersistenceLayer, idempotent_function
+
+    @idempotent_function(
+        data_keyword_argument="order", persistence_store=InMemoryPersistenceLayer()
+    )
+    def handle(order: dict[str, Any]) -> dict[str, str]:
+        return {"status": "accepted"}
+
+    orders = [{**PAYLOAD, "order_id": n} for n in range(2 * calls + 400)]
+    same = dict(PAYLOAD)
+    handle(order=same)
+    warm, timed = orders[:400], orders[400:]
+    for order in warm:
+        handle(order=order if path == "first" else same)
+    started = time.process_time_ns()
+    for order in timed[:calls]:
+        handle(order=order if path == "first" else same)
+    if provider is not None:
+        provider.force_flush()
+    spent = time.process_time_ns() - started
+    if provider is not None:
+        provider.shutdown()
+    return spent / calls
+
+
+def run_worker(variant: str, path: str, calls: int) -> float:
+    """Measure one variant and path in a fresh interpreter; return CPU ns per call."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_tracing", "--worker", variant, path, str(calls)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(json.loads(done.stdout)["ns_per_call"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every variant and path ``--rounds`` times, in turns; print a Markdown table."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_tracing")
+    parser.add_argument("--calls", type=int, default=5000, help="timed calls per measurement")
+    parser.add_argument("--rounds", type=int, default=7, help="measurements per variant")
+    parser.add_argument("--worker", nargs=3, metavar=("VARIANT", "PATH", "CALLS"))
+    args = parser.parse_args(argv)
+    if args.worker:
+        variant, path, calls = args.worker
+        print(json.dumps({"ns_per_call": measure(variant, path, int(calls))}))
+        return 0
+    found: dict[tuple[str, str], list[float]] = {(v, p): [] for v in VARIANTS for p in PATHS}
+    for round_ in range(args.rounds):
+        turn = VARIANTS[round_ % len(VARIANTS) :] + VARIANTS[: round_ % len(VARIANTS)]
+        for path in PATHS:
+            for variant in turn:
+                found[variant, path].append(run_worker(variant, path, args.calls))
+        print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    median = {key: statistics.median(values) / 1000 for key, values in found.items()}
+    print(f"CPU µs per call, median of {args.rounds} rounds of {args.calls} calls\n")
+    print("| variant | first call | vs off | replay | vs off |")
+    print("|---|---:|---:|---:|---:|")
+    for variant in VARIANTS:
+        cells = []
+        for path in PATHS:
+            value, base = median[variant, path], median[VARIANTS[0], path]
+            cells += [f"{value:.1f}", f"{value - base:+.1f} ({value / base:.2f}x)"]
+        print(f"| {variant} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
