@@ -144,9 +144,10 @@ class IdempotentFunction:
         body: Callable[[], T],
         *,
         known: IdempotencyRecord | None = None,
+        carrier: Any = None,
     ) -> T:
         """Carry out one call of a ``def`` function in this thread (see `enter`)."""
-        return run_sync(self.enter(context, derive, known), body)
+        return run_sync(self.enter(context, derive, known, carrier=carrier), body)
 
     async def acall(
         self,
@@ -155,17 +156,25 @@ class IdempotentFunction:
         body: Callable[[], Awaitable[T]],
         *,
         known: IdempotencyRecord | None = None,
+        carrier: Any = None,
     ) -> T:
         """Carry out one call of an ``async def`` function on the event loop (see `enter`)."""
-        return await run_async(self.enter(context, derive, known), body)
+        return await run_async(self.enter(context, derive, known, carrier=carrier), body)
 
     def enter(
-        self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
+        self,
+        context: Any,
+        derive: Derive | None,
+        known: IdempotencyRecord | None = None,
+        *,
+        carrier: Any = None,
     ) -> Flow:
-        """Describe one call (see `_enter`), in a span of its own when OpenTelemetry traces."""
-        return traced(
-            self._enter(context, derive, known), self.function_name, self.config.record_format
-        )
+        """Describe one call (see `_enter`), in a span of its own when OpenTelemetry traces.
+
+        ``carrier`` is the payload, read for the trace context an outbox event carries.
+        """
+        flow = self._enter(context, derive, known)
+        return traced(flow, self.function_name, self.config.record_format, carrier=carrier)
 
     def _enter(
         self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None

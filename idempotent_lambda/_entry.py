@@ -217,7 +217,9 @@ def wrap(
             payload, context = locate(args, kwargs)
             body = TrackedBody(functools.partial(async_function, *args, **kwargs))
             try:
-                result = await call.acall(context, deriver(payload), body.run_async)
+                result = await call.acall(
+                    context, deriver(payload), body.run_async, carrier=payload
+                )
             except Exception as exc:
                 if answer is None:
                     raise
@@ -231,7 +233,7 @@ def wrap(
         payload, context = locate(args, kwargs)
         body = TrackedBody(functools.partial(function, *args, **kwargs))
         try:
-            result = call.call(context, deriver(payload), body.run)
+            result = call.call(context, deriver(payload), body.run, carrier=payload)
         except Exception as exc:
             if answer is None:
                 raise

@@ -17,8 +17,9 @@ outcomes, counts, durations, names of classes and of settings.
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,16 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer
 
-__all__ = ["outcome_attributes", "traced", "tracer"]
+    from idempotent_lambda.outbox._event import OutboxEvent
+
+__all__ = [
+    "Publication",
+    "current_traceparent",
+    "event_parent",
+    "outcome_attributes",
+    "traced",
+    "tracer",
+]
 
 _API = "opentelemetry.trace"
 #: Our attributes (the OpenTelemetry ones are spelled out where used: ``error.type``).
@@ -78,47 +88,35 @@ def tracer() -> Tracer | None:
     return found
 
 
-def traced(
-    flow: Flow,
-    function: str,
-    record_format: str,
-    *,
-    parent: Context | None = None,
-    links: Callable[[], list[Link]] | None = None,
-) -> Flow:
+def traced(flow: Flow, function: str, record_format: str, *, carrier: Any = None) -> Flow:
     """Return ``flow`` run inside a span of its own, or ``flow`` itself when nothing traces.
 
     Args:
         flow: One call's flow (`idempotent_lambda._engine.IdempotentFunction.enter`).
         function: The decorated function's name, in the span's name.
         record_format: The config's ``record_format``.
-        parent: The span's parent instead of the current span (a trace this call continues).
-        links: Gives the span's links, called only when a span is made.
+        carrier: The call's payload: when it is an outbox event that carries a trace context
+            (`event_parent`), the span continues that trace and links to the current span.
     """
     found = tracer()
     if found is None:
         return flow
-    return _spanned(flow, found, function, record_format, parent=parent, links=links)
+    return _spanned(flow, found, function, record_format, carrier)
 
 
-def _spanned(
-    flow: Flow,
-    tracer: Tracer,
-    function: str,
-    record_format: str,
-    *,
-    parent: Context | None,
-    links: Callable[[], list[Link]] | None,
-) -> Flow:
+def _spanned(flow: Flow, tracer: Tracer, function: str, record_format: str, carrier: Any) -> Flow:
     """Carry ``flow``'s effects through, inside a span that is current while it runs."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
+    attributes: dict[str, str] = {FUNCTION: function, RECORD_FORMAT: record_format}
+    parent = event_parent(carrier, attributes) if carrier is not None else None
     span = tracer.start_span(
         f"idempotency {function}",
         context=parent,
-        links=links() if links is not None else None,
-        attributes={FUNCTION: function, RECORD_FORMAT: record_format},
+        kind=trace.SpanKind.INTERNAL if parent is None else trace.SpanKind.CONSUMER,
+        links=None if parent is None else _links_to_current(),
+        attributes=attributes,
     )
     recorder = _Recorder(span)
     otel_token = otel_context.attach(trace.set_span_in_context(span, parent))
@@ -209,3 +207,122 @@ def outcome_attributes(decision: Decision) -> Mapping[str, str | int | float]:
         if value is not None:
             attributes[name] = value
     return attributes
+
+
+# --- The outbox: one trace from the emitting call to the consumer's ---
+
+
+def current_traceparent() -> str | None:
+    """Return the W3C ``traceparent`` of the current span; None when nothing traces.
+
+    `idempotent_lambda.outbox.emit` stores it with the event.
+    """
+    if tracer() is None:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+def event_parent(payload: Any, attributes: dict[str, str] | None = None) -> Context | None:
+    """Return the trace context an outbox event carries; None when ``payload`` carries none.
+
+    The event is ``payload`` itself (an EventBridge rule invoking the function) or the JSON
+    body of an SQS message (a rule targeting a queue); the publisher puts the context at
+    ``detail.outbox.traceparent``, beside the event id. ``attributes`` gets the event's id as
+    ``messaging.message.id``.
+    """
+    from idempotent_lambda.outbox._event import DETAIL_KEY
+
+    if not isinstance(payload, Mapping):
+        return None
+    detail = payload.get("detail")
+    body = payload.get("body")
+    if detail is None and isinstance(body, str) and '"traceparent"' in body:
+        try:
+            detail = json.loads(body).get("detail")
+        except (ValueError, AttributeError):
+            return None
+    outbox = detail.get(DETAIL_KEY) if isinstance(detail, Mapping) else None
+    if not isinstance(outbox, Mapping) or not isinstance(outbox.get("traceparent"), str):
+        return None
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    context = TraceContextTextMapPropagator().extract({"traceparent": outbox["traceparent"]})
+    if not trace.get_current_span(context).get_span_context().is_valid:
+        return None
+    if attributes is not None:
+        attributes["messaging.operation.type"] = "process"
+        if isinstance(outbox.get("id"), str):
+            attributes["messaging.message.id"] = outbox["id"]
+    return context
+
+
+def _links_to_current() -> list[Link]:
+    """Return a link to the current span (the invocation's), when there is a valid one."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span().get_span_context()
+    return [trace.Link(current)] if current.is_valid else []
+
+
+class Publication:
+    """The spans of one ``PutEvents`` round of the outbox publisher: one per event.
+
+    Each continues the trace its event was emitted in (the context `emit` stored) and links to
+    the publisher's own invocation (an event emitted untraced gets a span under the current
+    one); the event goes out carrying the publication span's context, so the consumer's span is
+    its child. Without a tracer nothing is made, and each event carries on the context it was
+    stored with.
+    """
+
+    def __init__(self, events: Sequence[OutboxEvent], bus: str | None) -> None:
+        self._spans: dict[str, Span] = {}
+        self._parents: dict[str, str] = {}
+        found = tracer()
+        if found is None:
+            return
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        w3c = TraceContextTextMapPropagator()
+        links = _links_to_current()
+        for event in events:
+            emitted = event.trace_parent
+            span = found.start_span(
+                f"outbox publish {event.detail_type}",
+                context=None if emitted is None else w3c.extract({"traceparent": emitted}),
+                kind=trace.SpanKind.PRODUCER,
+                links=None if emitted is None else links,
+                attributes={
+                    "messaging.operation.type": "send",
+                    "messaging.operation.name": "PutEvents",
+                    "messaging.destination.name": event.event_bus_name or bus or "default",
+                    "messaging.message.id": event.event_id,
+                },
+            )
+            self._spans[event.event_id] = span
+            carrier: dict[str, str] = {}
+            w3c.inject(carrier, trace.set_span_in_context(span))
+            if "traceparent" in carrier:
+                self._parents[event.event_id] = carrier["traceparent"]
+
+    def traceparent(self, event: OutboxEvent) -> str | None:
+        """Return the context ``event`` goes out with: its publication's, else its own."""
+        return self._parents.get(event.event_id, event.trace_parent)
+
+    def end(self, errors: Mapping[str, str]) -> None:
+        """End every span; one whose event is in ``errors`` (id: error code) failed."""
+        if not self._spans:
+            return
+        from opentelemetry.trace import Status, StatusCode
+
+        for event_id, span in self._spans.items():
+            code = errors.get(event_id)
+            if code is not None:
+                span.set_attribute("error.type", code)
+                span.set_status(Status(StatusCode.ERROR, code))
+            span.end()

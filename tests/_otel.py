@@ -45,7 +45,7 @@ class Traces:
 
     def children(self, span: ReadableSpan) -> list[ReadableSpan]:
         """Return the spans whose parent is ``span``."""
-        return [s for s in self.spans() if s.parent is not None and s.parent == span.context]
+        return [s for s in self.spans() if is_child(s, span)]
 
     def every_value(self, spans: list[ReadableSpan] | None = None) -> Iterator[Any]:
         """Yield every attribute value of ``spans`` (all), their events and links, each name and
@@ -58,6 +58,16 @@ class Traces:
                     yield from value if isinstance(value, tuple | list) else (value,)
             yield span.name
             yield span.status.description
+
+
+def is_child(span: ReadableSpan, parent: ReadableSpan) -> bool:
+    """Tell whether ``parent`` is ``span``'s parent, in this process or across a carrier."""
+    found, expected = span.parent, parent.context
+    return (
+        found is not None
+        and expected is not None
+        and (found.trace_id, found.span_id) == (expected.trace_id, expected.span_id)
+    )
 
 
 def install(monkeypatch: pytest.MonkeyPatch) -> Traces:

@@ -407,13 +407,15 @@ class _Record(Generic[RecordT]):
 
     def flow(self, known: IdempotencyRecord | None) -> RecordFlow:
         """Start the record's flow, to be carried out step by step by a pipelined lane."""
-        flow = self.batch.call.enter(self.context, self.deriver, known)
+        flow = self.batch.call.enter(self.context, self.deriver, known, carrier=self.raw)
         return RecordFlow(flow, self.body.run)
 
     def run(self, known: IdempotencyRecord | None) -> BaseException | None:
         """Run the record (``known``: its record from the batch read); return what failed it."""
         try:
-            self.batch.call.call(self.context, self.deriver, self.body.run, known=known)
+            self.batch.call.call(
+                self.context, self.deriver, self.body.run, known=known, carrier=self.raw
+            )
         except Exception as exc:
             return self.failure(exc)
         return None
@@ -422,7 +424,7 @@ class _Record(Generic[RecordT]):
         """Async `run`, for ``async def`` record handlers."""
         try:
             await self.batch.call.acall(
-                self.context, self.deriver, self.body.run_async, known=known
+                self.context, self.deriver, self.body.run_async, known=known, carrier=self.raw
             )
         except Exception as exc:
             return self.failure(exc)

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
+from idempotent_lambda._tracing import current_traceparent
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.outbox._event import (
     DEFAULT_SOURCE,
@@ -114,6 +115,7 @@ def emit(
         source=source or DEFAULT_SOURCE,
         event_bus_name=event_bus_name,
         emitted_at_ms=clock.now_ms(),
+        trace_parent=current_traceparent(),
     )
     size = entry_size(event.entry(None))
     if size > MAX_ENTRY_BYTES:

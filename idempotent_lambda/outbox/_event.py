@@ -43,6 +43,8 @@ ID, DETAIL_TYPE, DETAIL, SOURCE, BUS, EMITTED_AT, PUBLISHED_AT = (
     "outbox_emitted_at",
     "outbox_published_at",
 )
+#: The W3C ``traceparent`` of the span that emitted the event (docs/tracing.md), when traced.
+TRACE_PARENT = "outbox_traceparent"
 
 
 def event_id(record_key: str | None, position: int) -> str:
@@ -73,6 +75,7 @@ class OutboxEvent:
         event_bus_name: The bus; None: the publisher's default.
         emitted_at_ms: When the body's transaction was built (epoch milliseconds).
         published_at_ms: When the publisher recorded it as published; None until then.
+        trace_parent: The W3C ``traceparent`` of the span that emitted it; None untraced.
     """
 
     event_id: str
@@ -82,6 +85,7 @@ class OutboxEvent:
     event_bus_name: str | None
     emitted_at_ms: int
     published_at_ms: int | None = None
+    trace_parent: str | None = None
 
     @property
     def key(self) -> str:
@@ -101,6 +105,8 @@ class OutboxEvent:
             item[BUS] = {"S": self.event_bus_name}
         if self.published_at_ms is not None:
             item[PUBLISHED_AT] = {"N": str(self.published_at_ms)}
+        if self.trace_parent is not None:
+            item[TRACE_PARENT] = {"S": self.trace_parent}
         return item
 
     @classmethod
@@ -139,12 +145,19 @@ class OutboxEvent:
             event_bus_name=text(BUS, required=False),
             emitted_at_ms=int(number(EMITTED_AT) or 0),
             published_at_ms=number(PUBLISHED_AT, required=False),
+            trace_parent=text(TRACE_PARENT, required=False),
         )
 
-    def entry(self, default_bus: str | None) -> dict[str, Any]:
-        """Return its ``PutEvents`` entry: ``detail`` with the id added under ``outbox``."""
+    def entry(self, default_bus: str | None, trace_parent: str | None = None) -> dict[str, Any]:
+        """Return its ``PutEvents`` entry: ``detail`` with the id added under ``outbox``.
+
+        The trace context goes beside the id (``traceparent``): ``trace_parent`` (the
+        publication's), else the one the event was emitted with.
+        """
         detail = json.loads(self.detail)
         detail[DETAIL_KEY] = {"id": self.event_id}
+        if trace_parent or self.trace_parent:
+            detail[DETAIL_KEY]["traceparent"] = trace_parent or self.trace_parent
         entry: dict[str, Any] = {
             "Source": self.source,
             "DetailType": self.detail_type,

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from idempotent_lambda._tracing import Publication
 from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
 from idempotent_lambda.adapters.dynamodb_stream import STREAM_SOURCE, DynamoDBStreamRecord
 from idempotent_lambda.exceptions import (
@@ -165,7 +166,8 @@ class Publisher:
         Returns:
             The events EventBridge accepted, and the error code of each one it did not.
         """
-        entries = {e.event_id: e.entry(self.default_bus) for e in events}
+        spans = Publication(events, self.default_bus)  # docs/tracing.md: one trace per event
+        entries = {e.event_id: e.entry(self.default_bus, spans.traceparent(e)) for e in events}
         pending = list(events)
         published: list[OutboxEvent] = []
         errors: dict[str, str] = {}
@@ -188,6 +190,7 @@ class Publisher:
                     if code in TRANSIENT_CODES:
                         retry.append(event)
             pending = retry
+        spans.end(errors)
         return published, errors
 
     def _put(
