@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._durable_context import is_suspension
@@ -64,6 +65,8 @@ EXECUTION = "idempotency.durable_execution_arn"
 #: ERROR-level decisions: the call may have returned, but its record is not what it should be.
 _ERROR_LEVEL = 40
 _cached: tuple[object, Tracer] | None = None
+#: ``opentelemetry.trace``, once the application has imported it.
+_api: ModuleType | None = None
 
 
 def tracer() -> Tracer | None:
@@ -72,18 +75,19 @@ def tracer() -> Tracer | None:
     The provider is read on every call (a test or a late setup may set it any time); its
     tracer is kept until the provider changes.
     """
-    global _cached  # noqa: PLW0603 - one tracer per provider, swapped whole
-    if _API not in sys.modules:
-        return None
-    from opentelemetry import trace
-
+    global _api, _cached  # noqa: PLW0603 - found once; one tracer per provider, swapped whole
+    trace = _api
+    if trace is None:
+        trace = _api = sys.modules.get(_API)
+        if trace is None:
+            return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
-    found = provider.get_tracer("idempotent_lambda")
+    found: Tracer = provider.get_tracer("idempotent_lambda")
     _cached = (provider, found)
     return found
 
@@ -234,19 +238,23 @@ def event_parent(payload: Any, attributes: dict[str, str] | None = None) -> Cont
     ``detail.outbox.traceparent``, beside the event id. ``attributes`` gets the event's id as
     ``messaging.message.id``.
     """
-    from idempotent_lambda.outbox._event import DETAIL_KEY
-
-    if not isinstance(payload, Mapping):
+    if not isinstance(payload, dict):  # events arrive as JSON objects
         return None
     detail = payload.get("detail")
-    body = payload.get("body")
-    if detail is None and isinstance(body, str) and '"traceparent"' in body:
+    if detail is None and payload.get("eventSource") == "aws:sqs":
+        body = payload.get("body")
+        if not isinstance(body, str) or '"traceparent"' not in body:
+            return None
         try:
             detail = json.loads(body).get("detail")
         except (ValueError, AttributeError):
             return None
-    outbox = detail.get(DETAIL_KEY) if isinstance(detail, Mapping) else None
-    if not isinstance(outbox, Mapping) or not isinstance(outbox.get("traceparent"), str):
+    if not isinstance(detail, dict):
+        return None
+    from idempotent_lambda.outbox._event import DETAIL_KEY
+
+    outbox = detail.get(DETAIL_KEY)
+    if not isinstance(outbox, dict) or not isinstance(outbox.get("traceparent"), str):
         return None
     from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator

@@ -73,7 +73,9 @@ class RecordFlow:
     """One record's flow, carried out one effect at a time by its lane (see `run_sync`).
 
     Flows of one lane are suspended side by side, so each steps (and runs its body) in a
-    context of its own: the Lambda context it binds and the transaction it opens stay its own.
+    context of its own: the Lambda context it binds, the transaction it opens and its trace
+    span stay its own. Its store calls made ahead or behind run in a copy of that context, so
+    a client's spans (botocore's) are children of the record's span.
     """
 
     def __init__(self, flow: Flow, body: Callable[[], Any]) -> None:
@@ -181,7 +183,7 @@ def run_lane_pipelined(
             seen.add(key)
             ahead[index] = start(index)
     claims = {i: f for i, f in ahead.items() if isinstance(f.effect, StoreCall)}
-    futures = {i: pool.submit(_call, f.effect) for i, f in claims.items()}
+    futures = {i: pool.submit(f.context.copy().run, _call, f.effect) for i, f in claims.items()}
     for index, future in futures.items():
         try:
             claims[index].answer(future.result())
@@ -208,7 +210,8 @@ def run_lane_pipelined(
                 flow = start(index)
             completion = flow.run_until_behind()
             if completion is not None:
-                behind.append((index, flow, pool.submit(_call, completion)))
+                call = pool.submit(flow.context.copy().run, _call, completion)
+                behind.append((index, flow, call))
                 continue
             progress.finish(index, failure(index, flow.error))
     finally:

@@ -44,6 +44,7 @@ from idempotent_lambda.testing import (
     kinesis_event,
 )
 from idempotent_lambda.testing import sqs_event as sqs_batch
+from tests.examples._tracing import run_otlp_exporter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUCKET = "my-idempotency-results"
@@ -502,6 +503,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
+    "tracing/otlp_exporter.py": run_otlp_exporter,
 }
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [

@@ -26,7 +26,7 @@ from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._tracing import tracer
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
-from tests._otel import Traces
+from tests._otel import Traces, is_child
 from tests.unit._doubles import SpyStore
 from tests.unit._modes import Mode
 from tests.unit.test_batch_rules import FIFO_ARN, batch, failed, message
@@ -264,6 +264,73 @@ def test_a_batch_has_one_span_per_record_and_only_the_failed_one_is_an_error(
     work = traces.named("work m-1")
     assert work.parent == spans[0].context  # the body runs inside its record's span
     assert not [v for v in traces.every_value(spans) if SECRET_ERROR in str(v)]
+
+
+class TracedClientStore(InMemoryPersistenceLayer):
+    """An in-memory store whose calls make spans, as botocore's instrumentation does."""
+
+    def __init__(self, traces: Traces) -> None:
+        super().__init__()
+        self.tracer = traces.tracer
+
+    def claim(self, record: Any, *, now_ms: int, lease_cutoff_ms: int) -> Any:
+        """Claim inside a client span."""
+        with self.tracer.start_as_current_span(f"client claim {record.idempotency_key}"):
+            return super().claim(record, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms)
+
+    def complete(self, record: Any) -> bool:
+        """Complete inside a client span."""
+        with self.tracer.start_as_current_span(f"client complete {record.idempotency_key}"):
+            return super().complete(record)
+
+
+def test_store_calls_taken_ahead_or_written_behind_are_children_of_their_records_span(
+    traces: Traces,
+) -> None:
+    """A FIFO chain claims ahead and completes behind on worker threads: each client span
+    still belongs to its own record's span."""
+    store = TracedClientStore(traces)
+
+    @idempotent_sqs_handler(persistence_store=store, key_prefix="orders")
+    def handler(record: SQSRecord, context: Any) -> str:
+        return record.message_id
+
+    event = batch(*(message(f"m-{n}", {"n": n}, arn=FIFO_ARN, group="g") for n in range(4)))
+    assert [] == failed(handler(event, FakeLambdaContext()))
+
+    records = traces.ours()
+    assert 4 == len(records)
+    for record in records:
+        key = record.attributes["idempotency.key"]
+        names = sorted(child.name for child in traces.children(record))
+        assert [f"client claim {key}", f"client complete {key}"] == names
+
+
+def test_an_eventbridge_event_from_the_outbox_continues_its_trace(
+    traces: Traces, idempotency_store: InMemoryPersistenceLayer
+) -> None:
+    """``detail.outbox.traceparent`` makes the call's span a child of the publication's, linked
+    to the invocation; a malformed one is ignored (the span stays under the invocation)."""
+    from idempotent_lambda.event_keys import OUTBOX_EVENT
+
+    config = IdempotencyConfig(event_key_jmespath=OUTBOX_EVENT)
+    handler = idempotent(persistence_store=idempotency_store, config=config)(lambda e, c: "ok")
+    with traces.tracer.start_as_current_span("publication") as publication:
+        ctx = publication.get_span_context()
+        traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+    outbox = {"id": "e-1", "traceparent": traceparent}
+    with traces.tracer.start_as_current_span("invocation"):
+        handler({"detail": {"outbox": outbox, "n": 1}}, FakeLambdaContext())
+        bad = {"id": "e-2", "traceparent": "00-not-a-trace"}
+        handler({"detail": {"outbox": bad, "n": 2}}, FakeLambdaContext())
+
+    continued, ignored = traces.ours()
+    invocation = traces.named("invocation")
+    assert is_child(continued, traces.named("publication"))
+    assert [invocation.context] == [link.context for link in continued.links]
+    assert "e-1" == continued.attributes["messaging.message.id"]
+    assert is_child(ignored, invocation)
+    assert [] == list(ignored.links)
 
 
 def test_tracing_imports_nothing_when_the_application_does_not() -> None:
