@@ -15,18 +15,23 @@ Per variant and path (``first``: a new key each call, claim + body + complete; `
 same key, a stored result), the process's CPU time (every thread: the batch processor's too,
 flushed inside the timed loop) over ``--calls`` calls after a warm-up, divided by the calls. The
 median over ``--rounds`` rounds is reported, with its difference from ``off: not imported``.
+With ``--before DIR`` (a directory holding an ``idempotent_lambda`` package from before tracing,
+as for ``bench_pipeline``), that package runs as one more variant, OpenTelemetry not imported.
 
-Run: ``python -m benchmarks.bench_tracing`` (needs opentelemetry-sdk: the dev group has it).
+Run: ``python -m benchmarks.bench_tracing [--before /tmp/il-before-lib]`` (needs
+opentelemetry-sdk: the dev group has it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 VARIANTS = (
@@ -35,7 +40,10 @@ VARIANTS = (
     "on: SDK, no-op exporter",
     "on: SDK, sampled out",
 )
+BEFORE = "before: no tracing code"
 PATHS = ("first", "replay")
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_VARIABLE = "BENCH_TRACING_BEFORE"
 PAYLOAD = {"order_id": 0, "items": [{"sku": f"sku-{n}", "qty": n} for n in range(30)]}
 
 
@@ -68,7 +76,12 @@ def setup(variant: str) -> Any:
 def measure(variant: str, path: str, calls: int) -> float:
     """Return the CPU nanoseconds per call of ``path`` under ``variant`` (in this process)."""
     provider = setup(variant)
+    before = os.environ.get(BEFORE_VARIABLE)
+    if before:  # ahead of the editable install
+        sys.path.insert(0, before)
     from idempotent_lambda import InMemoryPersistenceLayer, idempotent_function
+
+    assert not before or sys.modules["idempotent_lambda"].__file__.startswith(before)
 
     @idempotent_function(
         data_keyword_argument="order", persistence_store=InMemoryPersistenceLayer()
@@ -93,13 +106,23 @@ def measure(variant: str, path: str, calls: int) -> float:
     return spent / calls
 
 
-def run_worker(variant: str, path: str, calls: int) -> float:
-    """Measure one variant and path in a fresh interpreter; return CPU ns per call."""
+def run_worker(variant: str, path: str, calls: int, before: str | None = None) -> float:
+    """Measure one variant and path in a fresh interpreter; return CPU ns per call.
+
+    ``before``: import the package from this directory (the library without tracing), with
+    OpenTelemetry not imported.
+    """
+    environment = dict(os.environ)
+    if before is not None:
+        environment[BEFORE_VARIABLE] = before
+        variant = VARIANTS[0]
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_tracing", "--worker", variant, path, str(calls)],
         capture_output=True,
         text=True,
         check=True,
+        cwd=ROOT,
+        env=environment,
     )
     return float(json.loads(done.stdout)["ns_per_call"])
 
@@ -110,23 +133,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=5000, help="timed calls per measurement")
     parser.add_argument("--rounds", type=int, default=7, help="measurements per variant")
     parser.add_argument("--worker", nargs=3, metavar=("VARIANT", "PATH", "CALLS"))
+    parser.add_argument(
+        "--before", help="directory holding the package without tracing (an extra variant)"
+    )
     args = parser.parse_args(argv)
     if args.worker:
         variant, path, calls = args.worker
         print(json.dumps({"ns_per_call": measure(variant, path, int(calls))}))
         return 0
-    found: dict[tuple[str, str], list[float]] = {(v, p): [] for v in VARIANTS for p in PATHS}
+    variants = (*VARIANTS, BEFORE) if args.before else VARIANTS
+    found: dict[tuple[str, str], list[float]] = {(v, p): [] for v in variants for p in PATHS}
     for round_ in range(args.rounds):
-        turn = VARIANTS[round_ % len(VARIANTS) :] + VARIANTS[: round_ % len(VARIANTS)]
+        turn = variants[round_ % len(variants) :] + variants[: round_ % len(variants)]
         for path in PATHS:
             for variant in turn:
-                found[variant, path].append(run_worker(variant, path, args.calls))
+                before = args.before if variant == BEFORE else None
+                found[variant, path].append(run_worker(variant, path, args.calls, before))
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     median = {key: statistics.median(values) / 1000 for key, values in found.items()}
     print(f"CPU µs per call, median of {args.rounds} rounds of {args.calls} calls\n")
     print("| variant | first call | vs off | replay | vs off |")
     print("|---|---:|---:|---:|---:|")
-    for variant in VARIANTS:
+    for variant in variants:
         cells = []
         for path in PATHS:
             value, base = median[variant, path], median[VARIANTS[0], path]

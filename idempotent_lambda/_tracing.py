@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._durable_context import is_suspension
@@ -65,8 +64,9 @@ EXECUTION = "idempotency.durable_execution_arn"
 #: ERROR-level decisions: the call may have returned, but its record is not what it should be.
 _ERROR_LEVEL = 40
 _cached: tuple[object, Tracer] | None = None
-#: ``opentelemetry.trace``, once the application has imported it.
-_api: ModuleType | None = None
+#: ``opentelemetry.trace``'s provider getter and its two stand-ins for "no provider", read once
+#: the application has imported it.
+_api: tuple[Callable[[], Any], tuple[type, ...]] | None = None
 
 
 def tracer() -> Tracer | None:
@@ -76,13 +76,17 @@ def tracer() -> Tracer | None:
     tracer is kept until the provider changes.
     """
     global _api, _cached  # noqa: PLW0603 - found once; one tracer per provider, swapped whole
-    trace = _api
-    if trace is None:
-        trace = _api = sys.modules.get(_API)
+    api = _api
+    if api is None:
+        trace = sys.modules.get(_API)
         if trace is None:
             return None
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        api = _api = (
+            trace.get_tracer_provider,
+            (trace.ProxyTracerProvider, trace.NoOpTracerProvider),
+        )
+    provider = api[0]()
+    if isinstance(provider, api[1]):
         return None
     cached = _cached
     if cached is not None and cached[0] is provider:

@@ -46,9 +46,11 @@ def step_trace(app: LocalApp, t: Transcript) -> None:
     from samples.scenario import order_body
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # else one set before (auto-instrumentation)
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
     instrumentor = BotocoreInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     tracer = provider.get_tracer("samples.demo")

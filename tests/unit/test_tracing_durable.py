@@ -66,3 +66,42 @@ def test_a_step_retried_by_the_sdk_is_a_failed_span_then_a_claimed_one(traces: T
     assert arn
     values = [str(v) for v in traces.every_value(traces.ours())]
     assert not [v for v in values if "4111" in v or "receipt-secret" in v]
+
+
+def test_a_suspended_durable_handler_is_not_an_error_and_its_replay_completes(
+    traces: Traces,
+) -> None:
+    """``@idempotent`` under ``@durable_execution``: the invocation that suspends ends its span
+    as SUSPENDED with no error; the replay's span completes the claim under the same key."""
+    from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+
+    from idempotent_lambda import IdempotencyConfig, idempotent
+
+    store = InMemoryPersistenceLayer()
+
+    @idempotent(persistence_store=store, config=IdempotencyConfig(event_key_jmespath="order_id"))
+    def body(event: dict[str, Any], context: DurableContext) -> str:
+        context.create_callback(name="approval").result()  # suspends until approved
+        return "approved"
+
+    @durable_execution
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        return body(event, context)
+
+    with DurableFunctionTestRunner(handler=handler) as runner:
+        arn = runner.run_async(
+            input='{"order_id": "o-1"}', execution_name="e", execution_timeout=60
+        )
+        callback = runner.wait_for_callback(arn, name="approval", timeout=60)
+        runner.send_callback_success(callback, result=b'"ok"')
+        result = runner.wait_for_result(arn, timeout=60)
+
+    assert SUCCEEDED == status(result)
+    suspended, completed = traces.ours()
+    assert ("SUSPENDED", StatusCode.UNSET) == (
+        suspended.attributes["idempotency.outcome"],
+        suspended.status.status_code,
+    )
+    assert "error.type" not in suspended.attributes
+    assert "CLAIMED" == completed.attributes["idempotency.outcome"]
+    assert suspended.attributes["idempotency.key"] == completed.attributes["idempotency.key"]
