@@ -131,10 +131,19 @@ class OutboxEvent:
                     f"outbox item without an integer '{name}'"
                 ) from exc
 
+        detail = str(text(DETAIL))
+        try:
+            parsed = json.loads(detail)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise IdempotencyCorruptRecordError(
+                f"outbox item whose '{DETAIL}' is not a JSON object"
+            )
         return cls(
             event_id=str(text(ID)),
             detail_type=str(text(DETAIL_TYPE)),
-            detail=str(text(DETAIL)),
+            detail=detail,
             source=str(text(SOURCE)),
             event_bus_name=text(BUS, required=False),
             emitted_at_ms=int(number(EMITTED_AT) or 0),
