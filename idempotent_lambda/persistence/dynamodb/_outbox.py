@@ -153,15 +153,20 @@ class OutboxMethods:
         item = response.get("Item")
         return None if item is None else OutboxEvent.from_item(item)
 
-    def outbox_scan(self, *, unpublished_only: bool = True) -> Iterator[OutboxEvent]:
+    def outbox_scan(
+        self, *, unpublished_only: bool = True, limit: int | None = None
+    ) -> Iterator[OutboxEvent]:
         """Yield the table's outbox events (operators: ``Scan``, ``Query`` in composite mode).
 
-        Items that are not readable outbox items are left out.
+        Items that are not readable outbox items are left out. ``limit`` stops after the first
+        page, of that many items read.
         """
         schema = self._schema
         names = {"#key": schema.idempotency_key_attr}
         values: dict[str, Any] = {":prefix": {"S": KEY_PREFIX}}
         request: dict[str, Any] = {"TableName": self.table_name}
+        if limit is not None:
+            request["Limit"] = limit
         filters = []
         if schema.sort_key_attr:
             names["#pk"] = schema.key_attr
@@ -187,6 +192,6 @@ class OutboxMethods:
                 except IdempotencyCorruptRecordError:
                     continue
             last = response.get("LastEvaluatedKey")
-            if not last:
+            if not last or limit is not None:
                 return
             request["ExclusiveStartKey"] = last
