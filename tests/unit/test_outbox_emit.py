@@ -37,7 +37,7 @@ CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
 
 
 def test_event_ids_are_a_stored_format() -> None:
-    """The id of a key and position never changes (RFC 4122 UUIDv5 in our namespace: never regenerate)."""
+    """A key and position give one id forever (UUIDv5 in our namespace: never regenerate)."""
     assert "a857794c-b8a0-591f-8d3b-59ddba28d00a" == event_id("local.f#abc", 0)
 
 
@@ -48,7 +48,10 @@ def test_a_body_that_raised_emits_nothing_and_its_rerun_emits_the_same_ids() -> 
 
     @idempotent(persistence_store=store, config=CONFIG)
     def handler(event: dict[str, Any], context: Any) -> list[str]:
-        ids = [emit("A", {"n": 1}), emit("B", {"n": Decimal("2.5")}, source="s", event_bus_name="b")]
+        ids = [
+            emit("A", {"n": 1}),
+            emit("B", {"n": Decimal("2.5")}, source="s", event_bus_name="b"),
+        ]
         attempts.append(ids)
         if len(attempts) == 1:
             raise RuntimeError("after emitting")
