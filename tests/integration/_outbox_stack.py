@@ -163,3 +163,54 @@ def sqs_lambda_event(messages: list[dict[str, Any]], queue_url: str) -> dict[str
             for m in messages
         ]
     }
+
+
+class ThrottleAllButFirst:
+    """Make moto's EventBridge answer the next ``times`` PutEvents as a throttled service does.
+
+    A botocore ``before-send`` hook on the real client: the request really goes to moto with
+    its first entry only, and the answer reports that entry's result and ``ThrottlingException``
+    for every other entry, which were therefore never put. Later requests pass untouched.
+    """
+
+    def __init__(self, events_client: Any, times: int = 1) -> None:
+        from botocore.httpsession import URLLib3Session
+
+        self.left = times
+        self.requests = 0
+        self._http = URLLib3Session()
+        events_client.meta.events.register("before-send.events.PutEvents", self._before_send)
+
+    def _before_send(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+
+        self.requests += 1
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        sent = json.loads(request.body)
+        entries = sent["Entries"]
+        body = json.dumps({**sent, "Entries": entries[:1]}).encode()
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+        headers["Content-Length"] = str(len(body))
+        first = self._http.send(
+            AWSPreparedRequest("POST", request.url, headers, body, stream_output=False)
+        )
+        answered = json.loads(first.content)["Entries"]
+        throttled = {"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}
+        result = {
+            "FailedEntryCount": len(entries) - 1,
+            "Entries": answered + [throttled] * (len(entries) - 1),
+        }
+
+        class Raw:
+            def __init__(self, data: bytes) -> None:
+                self._data = data
+
+            def stream(self, **_: Any) -> Any:
+                yield self._data
+
+        data = json.dumps(result).encode()
+        return AWSResponse(
+            request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, Raw(data)
+        )

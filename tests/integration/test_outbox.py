@@ -20,6 +20,7 @@ from idempotent_lambda.transaction import current_transaction
 from tests.integration._outbox_stack import (
     SOURCE,
     OutboxStack,
+    ThrottleAllButFirst,
     client,
     make_stack,
     sqs_lambda_event,
@@ -204,3 +205,58 @@ def test_more_events_than_a_transaction_holds_raise_before_anything_is_written(
     publish = publish_handler(stack.store, events_client=stack.events)
     assert {"batchItemFailures": []} == publish({"Records": stack.stream_records()}, None)
     assert MAX_EVENTS - 1 == len(set(detail_ids(stack.received())))
+
+
+def test_entries_eventbridge_throttles_are_sent_again_and_delivered_once(
+    stack: OutboxStack,
+) -> None:
+    """A partial failure: the accepted entry is not sent again, the throttled ones are."""
+    handler = order_handler(stack)
+    emitted = [handler({"order_id": f"o-{n}"}, None)["event_id"] for n in range(4)]
+    throttle = ThrottleAllButFirst(stack.events)
+    publish = publish_handler(stack.store, events_client=stack.events)
+    assert {"batchItemFailures": []} == publish({"Records": stack.stream_records()}, None)
+    assert 2 == throttle.requests
+    assert sorted(emitted) == sorted(detail_ids(stack.received()))
+
+
+def test_the_publisher_reports_the_age_of_the_oldest_unpublished_event(
+    stack: OutboxStack,
+) -> None:
+    """An EMF document per batch: OutboxOldestUnpublishedAge (seconds) and the counts."""
+    import io
+
+    from idempotent_lambda.testing import ManualClock
+    from idempotent_lambda.metrics import EMFMetrics
+
+    clock = ManualClock(1_800_000_000_000)
+    store = DynamoDBPersistenceLayer(
+        stack.table, boto3_client=client("dynamodb", stack.endpoint), clock=clock
+    )
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def handler(event: dict[str, Any], context: Any) -> None:
+        emit(
+            "OrderCreated",
+            {"order_id": event["order_id"]},
+            source=SOURCE,
+            event_bus_name=event["bus"],
+        )
+
+    handler({"order_id": "old", "bus": "no-such-bus"}, None)
+    clock.advance(30)
+    handler({"order_id": "new", "bus": stack.bus}, None)
+    clock.advance(12)
+    out = io.StringIO()
+    publish = publish_handler(
+        store, events_client=stack.events, metrics=EMFMetrics("Orders", stream=out)
+    )
+    publish({"Records": stack.stream_records()}, None)
+    (document,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert ("Orders", 42.0, 1, 1, 0) == (
+        document["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+        document["OutboxOldestUnpublishedAge"],
+        document["OutboxPublished"],
+        document["OutboxPublishFailed"],
+        document["OutboxAlreadyPublished"],
+    )
