@@ -83,11 +83,19 @@ class OutboxStack:
                 sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
             messages.extend(batch)
 
+    def business_key(self, name: str) -> dict[str, str]:
+        """Return the key of a business item named ``name`` in the table's key layout."""
+        schema = self.store._schema
+        if schema.sort_key_attr:
+            return {schema.key_attr: "orders", schema.sort_key_attr: name}
+        return {schema.key_attr: name}
+
     def outbox_items(self) -> list[dict[str, Any]]:
         """Return every outbox item of the table (a Scan)."""
         ddb = client("dynamodb", self.endpoint)
         items = ddb.scan(TableName=self.table, ConsistentRead=True)["Items"]
-        return [i for i in items if i.get("id", {}).get("S", "").startswith("outbox#")]
+        key_attr = self.store._schema.idempotency_key_attr
+        return [i for i in items if i.get(key_attr, {}).get("S", "").startswith("outbox#")]
 
 
 def lambda_shape(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -112,11 +120,19 @@ def _base64_binary(value: Any) -> Any:
     return value
 
 
-def make_stack(endpoint: str, *, view: str = "NEW_IMAGE") -> OutboxStack:
-    """Create a table with a stream, a bus, a rule on `SOURCE` and its queue."""
+def make_stack(
+    endpoint: str, *, view: str = "NEW_IMAGE", static_pk_value: str | None = None
+) -> OutboxStack:
+    """Create a table with a stream, a bus, a rule on `SOURCE` and its queue.
+
+    With ``static_pk_value`` the table is keyed ``pk``/``sk`` and the store is composite.
+    """
     name = f"outbox-{uuid.uuid4().hex[:10]}"
     ddb = client("dynamodb", endpoint)
-    create_idempotency_table(ddb, table_name=name)
+    keys: dict[str, Any] = {}
+    if static_pk_value is not None:
+        keys = {"key_attr": "pk", "sort_key_attr": "sk"}
+    create_idempotency_table(ddb, table_name=name, **keys)
     ddb.update_table(
         TableName=name, StreamSpecification={"StreamEnabled": True, "StreamViewType": view}
     )
@@ -134,7 +150,9 @@ def make_stack(endpoint: str, *, view: str = "NEW_IMAGE") -> OutboxStack:
     events.put_targets(
         Rule=f"{name}-rule", EventBusName=name, Targets=[{"Id": "queue", "Arn": queue_arn}]
     )
-    store = DynamoDBPersistenceLayer(name, boto3_client=ddb)
+    store = DynamoDBPersistenceLayer(
+        name, boto3_client=ddb, static_pk_value=static_pk_value, **keys
+    )
     return OutboxStack(endpoint, name, stream_arn, name, queue_url, store, events)
 
 

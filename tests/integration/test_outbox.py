@@ -38,7 +38,7 @@ def order_handler(stack: OutboxStack, *, fail_first: bool = False) -> Any:
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         calls["n"] += 1
         current_transaction().put(
-            stack.table, {"id": f"order-{event['order_id']}", "state": "created"}
+            stack.table, {**stack.business_key(f"order-{event['order_id']}"), "state": "created"}
         )
         event_id = emit(
             "OrderCreated", {"order_id": event["order_id"]}, source=SOURCE, event_bus_name=stack.bus
@@ -260,3 +260,26 @@ def test_the_publisher_reports_the_age_of_the_oldest_unpublished_event(
         document["OutboxPublishFailed"],
         document["OutboxAlreadyPublished"],
     )
+
+
+def test_one_publisher_serves_functions_that_write_under_their_own_partition(
+    dynamodb_endpoint: str,
+) -> None:
+    """Composite keys: each function's static_pk_value differs from the publisher's."""
+    stack = make_stack(dynamodb_endpoint, static_pk_value="idempotency#create-order")
+    emitted = order_handler(stack)({"order_id": "o-1"}, None)["event_id"]
+    publisher_store = DynamoDBPersistenceLayer(
+        stack.table,
+        key_attr="pk",
+        sort_key_attr="sk",
+        static_pk_value="idempotency#publisher",
+        boto3_client=client("dynamodb", stack.endpoint),
+    )
+    publish = publish_handler(publisher_store, events_client=stack.events)
+    batch = {"Records": stack.stream_records()}
+    assert {"batchItemFailures": []} == publish(batch, None)
+    assert {"batchItemFailures": []} == publish(batch, None)
+    assert [emitted] == detail_ids(stack.received())
+    (item,) = stack.outbox_items()
+    assert "idempotency#create-order" == item["pk"]["S"]
+    assert "outbox_published_at" in item

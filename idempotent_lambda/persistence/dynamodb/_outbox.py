@@ -8,6 +8,7 @@ list them (``Scan``, or ``Query`` in composite-key mode) and read one (``GetItem
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -60,41 +61,42 @@ class OutboxMethods:
         }
         return {"Put": {"TableName": self.table_name, "Item": item}}
 
-    def outbox_event_id(self, keys: Mapping[str, Any]) -> str | None:
-        """Return the event id of the item with primary key ``keys`` (plain values), or None."""
-        key = keys.get(self._schema.idempotency_key_attr)
-        if not is_outbox_key(key):
-            return None
-        if self._schema.sort_key_attr and keys.get(self._schema.key_attr) != (
-            self._schema.static_pk_value
-        ):
-            return None
-        return str(key)[len(KEY_PREFIX) :]
+    def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Return the primary key in ``keys`` (low-level form) if it is an outbox item's.
 
-    def outbox_items(self, event_ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-        """Read the items of ``event_ids`` as they are now (consistent ``BatchGetItem``s).
+        ``keys`` is a stream record's ``Keys``, or a whole item.
+        The partition value is taken as it is: in composite-key mode each function writes
+        under its own (``static_pk_value``), and one publisher serves them all.
+        """
+        schema = self._schema
+        value = keys.get(schema.idempotency_key_attr)
+        if not isinstance(value, Mapping) or not is_outbox_key(value.get("S")):
+            return None
+        names = [schema.key_attr, *([schema.sort_key_attr] if schema.sort_key_attr else [])]
+        if not all(isinstance(keys.get(name), Mapping) for name in names):
+            return None
+        return {name: dict(keys[name]) for name in names}
+
+    def outbox_items(self, keys: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """Read the outbox items at ``keys`` as they are now (consistent ``BatchGetItem``s).
 
         Returns:
-            The items found (low-level form), by event id; an id with no item is left out.
+            The items found (low-level form); a key with no item is left out.
 
         Raises:
             IdempotencyPersistenceLayerError: A read failed, or keys stayed unprocessed.
         """
-        found: dict[str, Mapping[str, Any]] = {}
-        unique = list(dict.fromkeys(event_ids))
-        attr = self._schema.idempotency_key_attr
+        unique = list({json.dumps(key, sort_keys=True): key for key in keys}.values())
+        found: list[Mapping[str, Any]] = []
         for start in range(0, len(unique), _BATCH_GET_LIMIT):
             chunk = unique[start : start + _BATCH_GET_LIMIT]
-            keys = [self._schema.key(KEY_PREFIX + event_id) for event_id in chunk]
-            pending: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            pending: Any = {self.table_name: {"Keys": chunk, "ConsistentRead": True}}
             for attempt in range(_BATCH_GET_ATTEMPTS):
                 if attempt:
                     time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
                 with self._request("BatchGetItem") as client:
                     response = client.batch_get_item(RequestItems=pending)
-                for item in response.get("Responses", {}).get(self.table_name, ()):
-                    key = str(item[attr]["S"])
-                    found[key[len(KEY_PREFIX) :]] = item
+                found.extend(response.get("Responses", {}).get(self.table_name, ()))
                 pending = response.get("UnprocessedKeys") or {}
                 if not pending.get(self.table_name, {}).get("Keys"):
                     break
@@ -104,10 +106,13 @@ class OutboxMethods:
                 )
         return found
 
-    def outbox_mark_published(self, event_id: str, published_at_ms: int) -> bool:
+    def outbox_mark_published(
+        self, event_id: str, published_at_ms: int, *, key: Mapping[str, Any] | None = None
+    ) -> bool:
         """Record ``event_id`` as published: one ``UpdateItem``, conditional on it not being so.
 
-        The item's TTL is shortened to a day past the stream's retention.
+        ``key`` is the item's primary key when it is not this store's (a stream record's, in
+        composite-key mode). The item's TTL is shortened to a day past the stream's retention.
 
         Returns:
             False when the item was already marked, or is gone (expired or deleted).
@@ -117,7 +122,7 @@ class OutboxMethods:
             try:
                 client.update_item(
                     TableName=self.table_name,
-                    Key=schema.key(KEY_PREFIX + event_id),
+                    Key=dict(key) if key is not None else schema.key(KEY_PREFIX + event_id),
                     UpdateExpression="SET #published = :at, #expiry = :expiry",
                     ConditionExpression=(
                         "attribute_exists(#key) AND attribute_not_exists(#published)"
