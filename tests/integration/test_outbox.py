@@ -226,8 +226,8 @@ def test_the_publisher_reports_the_age_of_the_oldest_unpublished_event(
     """An EMF document per batch: OutboxOldestUnpublishedAge (seconds) and the counts."""
     import io
 
-    from idempotent_lambda.testing import ManualClock
     from idempotent_lambda.metrics import EMFMetrics
+    from idempotent_lambda.testing import ManualClock
 
     clock = ManualClock(1_800_000_000_000)
     store = DynamoDBPersistenceLayer(
