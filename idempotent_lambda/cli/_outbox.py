@@ -61,15 +61,16 @@ def republish(args: argparse.Namespace, screen: Screen) -> int:
     from idempotent_lambda.outbox._publisher import Publisher
 
     store = store_from(args)
-    event = store.outbox_event(args.event_id)
-    if event is None:
+    found = store.outbox_find(args.event_id)
+    if found is None:
         raise CliError(f"no outbox event with id {args.event_id!r}", NOT_FOUND)
+    event, key = found
     events = _other_client(args, client_from(args), "events")
     publisher = Publisher(store, events_client=events, default_bus=args.event_bus_name)
     published, errors = publisher.publish([event])
     if not published:
         raise CliError(f"EventBridge did not take event {event.event_id}: {errors}")
-    store.outbox_mark_published(event.event_id, SYSTEM_CLOCK.now_ms())
+    store.outbox_mark_published(key, SYSTEM_CLOCK.now_ms())
     if args.json:
         screen.json({"event_id": event.event_id, "published": True})
     else:

@@ -229,9 +229,7 @@ class Publisher:
 
         def mark(event: OutboxEvent) -> bool:
             try:
-                self.store.outbox_mark_published(
-                    event.event_id, now_ms, key=keys.get(event.event_id)
-                )
+                self.store.outbox_mark_published(keys[event.event_id], now_ms)
             except IdempotencyPersistenceLayerError as exc:
                 logger.error(
                     "outbox event published but not marked: event=%s error=%s; a redelivery "

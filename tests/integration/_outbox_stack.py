@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 
@@ -95,7 +96,7 @@ class OutboxStack:
         ddb = client("dynamodb", self.endpoint)
         items = ddb.scan(TableName=self.table, ConsistentRead=True)["Items"]
         key_attr = self.store._schema.idempotency_key_attr
-        return [i for i in items if i.get(key_attr, {}).get("S", "").startswith("outbox#")]
+        return [i for i in items if is_outbox_key(i.get(key_attr, {}).get("S"))]
 
 
 def lambda_shape(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:

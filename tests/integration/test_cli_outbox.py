@@ -94,7 +94,7 @@ def test_doctor_checks_the_stream_when_outbox_items_exist_or_when_asked(
     client("dynamodb", dynamodb_endpoint).put_item(
         TableName=name,
         Item={
-            "id": {"S": "outbox#x"},
+            "id": {"S": "p#0#outbox#00000000-0000-0000-0000-000000000000"},
             "outbox_id": {"S": "x"},
             "outbox_emitted_at": {"N": "1"},
             "outbox_detail_type": {"S": "T"},

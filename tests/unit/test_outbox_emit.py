@@ -248,3 +248,15 @@ def test_a_durable_step_emits_once_across_the_execution() -> None:
     ids = json.loads(result.result)
     assert ids == [e.event_id for e in store.outbox_events]
     assert 2 == len(set(ids))
+
+
+def test_an_outbox_key_starts_with_its_record_key_and_is_never_a_record_key() -> None:
+    """LeadingKeys on '<prefix>#*' covers it; no '<prefix>#<hex digest>' key matches it."""
+    from idempotent_lambda.outbox._event import is_outbox_key, item_key
+
+    key = item_key("orders.create#" + "ab" * 32, event_id("k", 0))
+    assert key.startswith("orders.create#")
+    assert is_outbox_key(key)
+    assert is_outbox_key(item_key(None, event_id(None, 0)))
+    assert not is_outbox_key("orders.create#" + "ab" * 32)
+    assert not is_outbox_key("outbox#" + "ab" * 16)  # a key_prefix of "outbox", hex digest

@@ -20,12 +20,13 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.outbox._event import (
     EMITTED_AT,
-    KEY_PREFIX,
+    ID,
     PUBLISHED_AT,
     PUBLISHED_RETENTION_SECONDS,
     RETENTION_SECONDS,
     OutboxEvent,
     is_outbox_key,
+    item_key,
 )
 from idempotent_lambda.persistence.protocol import TransactItem
 
@@ -47,15 +48,15 @@ class OutboxMethods:
 
         def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
 
-    def outbox_put(self, event: OutboxEvent) -> TransactItem:
-        """Return the ``Put`` of ``event``'s item, to commit in the record's transaction.
+    def outbox_put(self, event: OutboxEvent, record_key: str | None) -> TransactItem:
+        """Return the ``Put`` of ``event``'s item, to commit in ``record_key``'s transaction.
 
         The put is unconditional: a body that runs again after its record expired emits the
         same ids, and its items replace the old ones.
         """
         expires = event.emitted_at_ms // 1000 + RETENTION_SECONDS
         item = {
-            **self._schema.key(event.key),
+            **self._schema.key(item_key(record_key, event.event_id)),
             **event.attributes(),
             self._schema.expiry_attr: {"N": str(expires)},
         }
@@ -106,13 +107,11 @@ class OutboxMethods:
                 )
         return found
 
-    def outbox_mark_published(
-        self, event_id: str, published_at_ms: int, *, key: Mapping[str, Any] | None = None
-    ) -> bool:
-        """Record ``event_id`` as published: one ``UpdateItem``, conditional on it not being so.
+    def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
+        """Record the event at ``key`` as published: a conditional ``UpdateItem``.
 
-        ``key`` is the item's primary key when it is not this store's (a stream record's, in
-        composite-key mode). The item's TTL is shortened to a day past the stream's retention.
+        ``key`` is the item's primary key (low-level form), as its stream record or
+        `outbox_find` gives it. The TTL is shortened to a day past the stream's retention.
 
         Returns:
             False when the item was already marked, or is gone (expired or deleted).
@@ -122,7 +121,7 @@ class OutboxMethods:
             try:
                 client.update_item(
                     TableName=self.table_name,
-                    Key=dict(key) if key is not None else schema.key(KEY_PREFIX + event_id),
+                    Key=dict(key),
                     UpdateExpression="SET #published = :at, #expiry = :expiry",
                     ConditionExpression=(
                         "attribute_exists(#key) AND attribute_not_exists(#published)"
@@ -143,20 +142,17 @@ class OutboxMethods:
                 return False
         return True
 
-    def outbox_event(self, event_id: str) -> OutboxEvent | None:
-        """Read one event (consistent ``GetItem``); None when it has no item.
+    def outbox_find(self, event_id: str) -> tuple[OutboxEvent, dict[str, Any]] | None:
+        """Find one event and its item's primary key (operators: a ``Scan`` or ``Query``).
 
         Raises:
             IdempotencyCorruptRecordError: The item is not a readable outbox item.
         """
-        with self._request("GetItem") as client:
-            response = client.get_item(
-                TableName=self.table_name,
-                Key=self._schema.key(KEY_PREFIX + event_id),
-                ConsistentRead=True,
-            )
-        item = response.get("Item")
-        return None if item is None else OutboxEvent.from_item(item)
+        for item in self._outbox_pages({"#id": ID}, {":id": {"S": event_id}}, "#id = :id", None):
+            found = self.outbox_key(item)
+            if found is not None:
+                return OutboxEvent.from_item(item), found
+        return None
 
     def outbox_scan(
         self, *, unpublished_only: bool = True, limit: int | None = None
@@ -166,36 +162,43 @@ class OutboxMethods:
         Items that are not readable outbox items are left out. ``limit`` stops after the first
         page, of that many items read.
         """
+        names = {"#emitted": EMITTED_AT}
+        condition = "attribute_exists(#emitted)"
+        if unpublished_only:
+            names["#published"] = PUBLISHED_AT
+            condition += " AND attribute_not_exists(#published)"
+        for item in self._outbox_pages(names, {}, condition, limit):
+            if self.outbox_key(item) is None:
+                continue
+            try:
+                yield OutboxEvent.from_item(item)
+            except IdempotencyCorruptRecordError:
+                continue
+
+    def _outbox_pages(
+        self,
+        names: dict[str, str],
+        values: dict[str, Any],
+        condition: str,
+        limit: int | None,
+    ) -> Iterator[Mapping[str, Any]]:
+        """Yield the items matching ``condition``: the store's partition in composite mode."""
         schema = self._schema
-        names = {"#key": schema.idempotency_key_attr}
-        values: dict[str, Any] = {":prefix": {"S": KEY_PREFIX}}
-        request: dict[str, Any] = {"TableName": self.table_name}
+        request: dict[str, Any] = {"TableName": self.table_name, "FilterExpression": condition}
         if limit is not None:
             request["Limit"] = limit
-        filters = []
         if schema.sort_key_attr:
-            names["#pk"] = schema.key_attr
-            values[":pk"] = {"S": schema.static_pk_value}
-            request["KeyConditionExpression"] = "#pk = :pk AND begins_with(#key, :prefix)"
-        else:
-            filters.append("begins_with(#key, :prefix)")
-        filters.append("attribute_exists(#emitted)")
-        names["#emitted"] = EMITTED_AT
-        if unpublished_only:
-            filters.append("attribute_not_exists(#published)")
-            names["#published"] = PUBLISHED_AT
-        request["FilterExpression"] = " AND ".join(filters)
+            names = {**names, "#pk": schema.key_attr}
+            values = {**values, ":pk": {"S": schema.static_pk_value}}
+            request["KeyConditionExpression"] = "#pk = :pk"
         request["ExpressionAttributeNames"] = names
-        request["ExpressionAttributeValues"] = values
+        if values:
+            request["ExpressionAttributeValues"] = values
         composite = schema.sort_key_attr is not None
         while True:
             with self._request("Query" if composite else "Scan") as client:
                 response = (client.query if composite else client.scan)(**request)
-            for item in response.get("Items", []):
-                try:
-                    yield OutboxEvent.from_item(item)
-                except IdempotencyCorruptRecordError:
-                    continue
+            yield from response.get("Items", [])
             last = response.get("LastEvaluatedKey")
             if not last or limit is not None:
                 return
