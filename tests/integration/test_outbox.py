@@ -283,3 +283,24 @@ def test_one_publisher_serves_functions_that_write_under_their_own_partition(
     (item,) = stack.outbox_items()
     assert "idempotency#create-order" == item["pk"]["S"]
     assert "outbox_published_at" in item
+
+
+def test_a_malformed_record_or_an_unreadable_item_fails_alone(stack: OutboxStack) -> None:
+    """Neither stops the good event; each is reported, with what follows it (the checkpoint)."""
+    handler = order_handler(stack)
+    good = handler({"order_id": "o-1"}, None)["event_id"]
+    ddb = client("dynamodb", stack.endpoint)
+    broken_key = "p#0#outbox#00000000-0000-0000-0000-000000000001"
+    ddb.put_item(
+        TableName=stack.table,
+        Item={"id": {"S": broken_key}, "outbox_id": {"S": "x"}, "outbox_detail": {"S": "[1]"}},
+    )
+    records = stack.stream_records()
+    broken = next(r for r in records if r["dynamodb"]["Keys"]["id"]["S"] == broken_key)
+    malformed = {"eventID": "m", "eventName": "INSERT", "dynamodb": {"SequenceNumber": "1"}}
+    publish = publish_handler(stack.store, events_client=stack.events)
+    answer = publish({"Records": [*records, malformed]}, None)
+    failed = [f["itemIdentifier"] for f in answer["batchItemFailures"]]
+    assert broken["dynamodb"]["SequenceNumber"] == failed[0]
+    assert "1" == failed[-1]
+    assert [good] == detail_ids(stack.received())
