@@ -304,3 +304,41 @@ def test_a_malformed_record_or_an_unreadable_item_fails_alone(stack: OutboxStack
     assert broken["dynamodb"]["SequenceNumber"] == failed[0]
     assert "1" == failed[-1]
     assert [good] == detail_ids(stack.received())
+
+
+def test_concurrent_duplicates_emit_one_event(stack: OutboxStack) -> None:
+    """Real threads, one key: the duplicates are refused while the body runs; one event."""
+    import threading
+
+    from idempotent_lambda import IdempotencyAlreadyInProgressError
+
+    entered, go = threading.Event(), threading.Event()
+
+    @idempotent(persistence_store=stack.store, config=CONFIG)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        event_id = emit("OrderCreated", {"order_id": event["order_id"]}, source=SOURCE)
+        entered.set()
+        assert go.wait(60)
+        return event_id
+
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(handler({"order_id": "o"}, None)))
+    first.start()
+    assert entered.wait(60)
+    refused: list[BaseException] = []
+
+    def duplicate() -> None:
+        try:
+            handler({"order_id": "o"}, None)
+        except IdempotencyAlreadyInProgressError as exc:
+            refused.append(exc)
+
+    others = [threading.Thread(target=duplicate) for _ in range(3)]
+    for thread in others:
+        thread.start()
+    for thread in others:
+        thread.join(60)
+    go.set()
+    first.join(60)
+    assert 3 == len(refused)
+    assert [results[0]] == [i["outbox_id"]["S"] for i in stack.outbox_items()]
