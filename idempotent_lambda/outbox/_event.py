@@ -28,6 +28,9 @@ _KEY = re.compile(r"(?:^|#)outbox#[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 ID_NAMESPACE = uuid.UUID("5b0c3f0e-6a43-4f4e-9d8e-0d1f6f0c7a11")
 #: Where the event id goes in the published ``detail`` (read by `event_keys.OUTBOX_EVENT`).
 DETAIL_KEY = "outbox"
+#: The publisher's EMF metric (unit Seconds) to alarm on: the oldest event a batch found
+#: unpublished.
+AGE_METRIC = "OutboxOldestUnpublishedAge"
 #: ``source`` of an event emitted without one.
 DEFAULT_SOURCE = "idempotent_lambda.outbox"
 #: EventBridge's limit on one entry (source, detail type, detail, bus name...), in bytes.

@@ -37,7 +37,7 @@ from idempotent_lambda.exceptions import (
     MalformedRecordError,
 )
 from idempotent_lambda.metrics import COUNT, SECONDS, EMFMetrics, Metric
-from idempotent_lambda.outbox._event import OutboxEvent, entry_size
+from idempotent_lambda.outbox._event import AGE_METRIC, OutboxEvent, entry_size
 from idempotent_lambda.persistence._aws import LazyClient, translate_errors
 
 logger = logging.getLogger("idempotent_lambda.outbox")
@@ -265,9 +265,7 @@ class Publisher:
             metrics.append(Metric("OutboxMarkFailed", COUNT, unmarked))
         if pending:
             oldest = min(event.emitted_at_ms for event in pending)
-            metrics.append(
-                Metric("OutboxOldestUnpublishedAge", SECONDS, max(0, now_ms - oldest) / 1000)
-            )
+            metrics.append(Metric(AGE_METRIC, SECONDS, max(0, now_ms - oldest) / 1000))
         sink = self._metrics
         if sink is None:
             import os

@@ -48,8 +48,13 @@ class OutboxStack:
     events: Any
     _iterators: dict[str, str | None] = field(default_factory=dict)
 
-    def stream_records(self) -> list[dict[str, Any]]:
-        """Return the stream records written since the last call, as Lambda delivers them."""
+    def stream_records(self, *, from_start: bool = False) -> list[dict[str, Any]]:
+        """Return the stream records written since the last call, as Lambda delivers them.
+
+        ``from_start``: every record the stream holds instead.
+        """
+        if from_start:
+            self._iterators.clear()
         streams = client("dynamodbstreams", self.endpoint)
         shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         records: list[dict[str, Any]] = []

@@ -342,3 +342,39 @@ def test_concurrent_duplicates_emit_one_event(stack: OutboxStack) -> None:
     first.join(60)
     assert 3 == len(refused)
     assert [results[0]] == [i["outbox_id"]["S"] for i in stack.outbox_items()]
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """Evaluate an event filter pattern of value lists and ``exists`` (Lambda's rules)."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(
+            matches(rule, value.get(name)) for name, rule in pattern.items()
+        )
+    return any(
+        (value is not None) == rule["exists"] if isinstance(rule, dict) else value == rule
+        for rule in pattern
+    )
+
+
+def test_the_stream_filter_keeps_new_outbox_items_and_nothing_else(stack: OutboxStack) -> None:
+    """Of a real stream (records, events, marks, releases), the pattern keeps outbox INSERTs."""
+    from idempotent_lambda.outbox import STREAM_FILTER_PATTERN
+    from idempotent_lambda.outbox._event import is_outbox_key
+
+    handler = order_handler(stack, fail_first=True)
+    with pytest.raises(RuntimeError):
+        handler({"order_id": "o-1"}, None)  # a claim, then its release
+    handler({"order_id": "o-1"}, None)
+    handler({"order_id": "o-2"}, None)
+    publish = publish_handler(stack.store, events_client=stack.events)
+    publish({"Records": stack.stream_records()}, None)  # its marks are MODIFYs
+    records = stack.stream_records(from_start=True)
+    kept = [r for r in records if matches(STREAM_FILTER_PATTERN, r)]
+    outbox_inserts = [
+        r
+        for r in records
+        if r["eventName"] == "INSERT" and is_outbox_key(r["dynamodb"]["Keys"]["id"]["S"])
+    ]
+    assert 2 == len(kept)
+    assert outbox_inserts == kept
+    assert len(records) > 2 * len(kept)
