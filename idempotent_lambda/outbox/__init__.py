@@ -32,6 +32,7 @@ from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._tracing import current_traceparent
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.outbox._event import (
+    AGE_METRIC,
     DEFAULT_SOURCE,
     MAX_ENTRY_BYTES,
     OutboxEvent,
@@ -46,11 +47,27 @@ if TYPE_CHECKING:
     from idempotent_lambda.adapters._batch import BatchHandler
     from idempotent_lambda.metrics import EMFMetrics
 
-__all__ = ["DEFAULT_SOURCE", "MAX_EVENTS", "OutboxEvent", "emit", "publish_handler"]
+__all__ = [
+    "AGE_METRIC",
+    "DEFAULT_SOURCE",
+    "MAX_EVENTS",
+    "STREAM_FILTER_PATTERN",
+    "OutboxEvent",
+    "emit",
+    "publish_handler",
+]
 
 #: The most events one body may emit: a transaction holds 100 writes, one is the record. Each
 #: of the body's own `current_transaction` writes takes one of these places.
 MAX_EVENTS = MAX_TRANSACTION_WRITES
+
+
+#: The event source mapping's filter pattern for the publisher: new outbox items only (it reads
+#: ``NewImage``, so the stream's view is ``NEW_IMAGE`` or ``NEW_AND_OLD_IMAGES``).
+STREAM_FILTER_PATTERN: Mapping[str, Any] = {
+    "eventName": ["INSERT"],
+    "dynamodb": {"NewImage": {"outbox_id": {"S": [{"exists": True}]}}},
+}
 
 
 def emit(
@@ -109,7 +126,7 @@ def emit(
         )
     clock = getattr(store, "clock", SYSTEM_CLOCK)
     event = OutboxEvent(
-        event_id=event_id(transaction.record_key, transaction.events),
+        event_id=event_id(transaction.record_key, transaction.emitted),
         detail_type=detail_type,
         detail=text,
         source=source or DEFAULT_SOURCE,
@@ -122,8 +139,8 @@ def emit(
         raise IdempotencyTransactionError(
             f"emit: the event is {size} bytes; EventBridge takes at most {MAX_ENTRY_BYTES}"
         )
-    transaction.add(put(event))
-    transaction.events += 1
+    transaction.add(put(event, transaction.record_key))
+    transaction.emitted += 1
     return event.event_id
 
 
