@@ -5,7 +5,7 @@ that holds idempotency keys, is ``<record key>#outbox#<event id>``: it starts wi
 key, so an IAM ``dynamodb:LeadingKeys`` condition on ``<key prefix>#*`` covers it, and it ends
 in a UUID with dashes where every idempotency key ends in ``#`` and a hexadecimal digest, so no
 record can ever have it. Outbox attributes all start with ``outbox_``; an item may carry more of
-them (a trace context, say) than this version reads: they are kept and ignored.
+them than this version reads: they are kept and ignored.
 """
 
 from __future__ import annotations

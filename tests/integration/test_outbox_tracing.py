@@ -153,3 +153,29 @@ def test_without_a_tracer_the_event_goes_out_with_no_trace_context(
     publish_handler(store, events_client=events)(stream_event(records), FakeLambdaContext())
     body = json.loads(sqs.receive_message(QueueUrl=queue_url)["Messages"][0]["Body"])
     assert ["id"] == list(body["detail"]["outbox"])
+
+
+def test_a_publication_that_fails_fails_its_span_with_the_error_code(
+    traces: Traces, wiring: Any, dynamodb_client: Any, idempotency_table: str
+) -> None:
+    """An event EventBridge refuses (its bus does not exist): its publication span is an error
+    naming EventBridge's code; the record is reported failed, as without tracing."""
+    reader, _, _, _, events = wiring
+    store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=dynamodb_client)
+
+    @idempotent(persistence_store=store, config=IdempotencyConfig(event_key_jmespath="id"))
+    def handler(event: dict[str, Any], context: Any) -> None:
+        emit("OrderCreated", {"id": event["id"]}, source="shop.orders", event_bus_name="no-bus")
+
+    handler({"id": 1}, FakeLambdaContext())
+    answer = publish_handler(store, events_client=events)(
+        stream_event(reader.read()), FakeLambdaContext()
+    )
+
+    assert answer["batchItemFailures"]
+    publication = traces.named("outbox publish OrderCreated")
+    (emitting,) = [s for s in traces.ours() if s.name.startswith("idempotency ")]
+    assert is_child(publication, emitting)
+    assert StatusCode.ERROR == publication.status.status_code
+    assert publication.attributes["error.type"] == publication.status.description
+    assert "no-bus" == publication.attributes["messaging.destination.name"]
