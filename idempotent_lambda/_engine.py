@@ -171,9 +171,12 @@ class IdempotentFunction:
     ) -> Flow:
         """Describe one call (see `_enter`), in a span of its own when OpenTelemetry traces.
 
-        ``carrier`` is the payload, read for the trace context an outbox event carries.
+        ``carrier`` is the payload, read for the trace context an outbox event carries. A call
+        left alone (``derive`` None) runs as if undecorated: no span.
         """
         flow = self._enter(context, derive, known)
+        if derive is None:
+            return flow
         return traced(flow, self.function_name, self.config.record_format, carrier=carrier)
 
     def _enter(

@@ -333,6 +333,31 @@ def test_an_eventbridge_event_from_the_outbox_continues_its_trace(
     assert [] == list(ignored.links)
 
 
+def test_a_request_the_http_adapter_does_not_cover_has_no_span(
+    traces: Traces, idempotency_store: InMemoryPersistenceLayer
+) -> None:
+    """A GET to an ``idempotent_http`` handler runs as if undecorated: no span; a POST has one."""
+    from idempotent_lambda.adapters.api_gateway import idempotent_http
+    from idempotent_lambda.testing import api_gateway_http_event
+
+    @idempotent_http(persistence_store=idempotency_store, key_prefix="orders")
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"statusCode": 200, "body": "{}"}
+
+    post = api_gateway_http_event()
+    get = {
+        **post,
+        "requestContext": {
+            **post["requestContext"],
+            "http": {**post["requestContext"]["http"], "method": "GET"},
+        },
+    }
+    handler(get, FakeLambdaContext())
+    handler(post, FakeLambdaContext())
+
+    assert ["CLAIMED"] == [s.attributes["idempotency.outcome"] for s in traces.ours()]
+
+
 def test_tracing_imports_nothing_when_the_application_does_not() -> None:
     """Without OpenTelemetry imported by the application, a call never imports it."""
     code = textwrap.dedent(
