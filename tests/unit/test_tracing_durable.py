@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import InMemoryPersistenceLayer, durable
-from tests._otel import Traces
+from tests._otel import Traces, is_child
 from tests.unit.test_durable_steps import SUCCEEDED, run, status
 
 sdk = pytest.importorskip("aws_durable_execution_sdk_python")
@@ -36,14 +36,15 @@ def test_a_step_retried_by_the_sdk_is_a_failed_span_then_a_claimed_one(traces: T
                 raise RuntimeError("partner API answered 503 for card-4111")
             return "receipt-secret"
 
-        return durable.step(
-            context,
-            charge,
-            name="charge",
-            persistence_store=store,
-            step_config=retry,
-            payload={"card": event["card"]},
-        )
+        with traces.tracer.start_as_current_span("invocation"):
+            return durable.step(
+                context,
+                charge,
+                name="charge",
+                persistence_store=store,
+                step_config=retry,
+                payload={"card": event["card"]},
+            )
 
     result = run(handler, {"card": "card-4111"})
 
@@ -61,6 +62,8 @@ def test_a_step_retried_by_the_sdk_is_a_failed_span_then_a_claimed_one(traces: T
         claimed.status.status_code,
     )
     assert failed.attributes["idempotency.key"] == claimed.attributes["idempotency.key"]
+    invocations = [s for s in traces.spans() if s.name == "invocation"]
+    assert [True, True] == [any(is_child(s, i) for i in invocations) for s in (failed, claimed)]
     arn = claimed.attributes["idempotency.durable_execution_arn"]
     assert arn == failed.attributes["idempotency.durable_execution_arn"]
     assert arn
