@@ -128,7 +128,8 @@ def _spanned(flow: Flow, tracer: Tracer, function: str, record_format: str, carr
     )
     recorder = _Recorder(span)
     otel_token = otel_context.attach(trace.set_span_in_context(span, parent))
-    token = span_of_context.set(recorder.decide)
+    # A span left out by the sampler records nothing: its decisions are not even built.
+    token = span_of_context.set(recorder.decide if span.is_recording() else None)
     sent: Any = None
     error: BaseException | None = None
     try:

@@ -358,6 +358,37 @@ def test_a_request_the_http_adapter_does_not_cover_has_no_span(
     assert ["CLAIMED"] == [s.attributes["idempotency.outcome"] for s in traces.ours()]
 
 
+def test_a_sampled_out_call_records_no_span_and_its_children_follow_the_sampler(
+    monkeypatch: pytest.MonkeyPatch, idempotency_store: InMemoryPersistenceLayer
+) -> None:
+    """Under a sampler that leaves the trace out, nothing is exported, the body's spans share
+    the unsampled context, and the call still works."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    seen: list[Any] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        seen.append(trace.get_current_span().get_span_context())
+        return "done"
+
+    handler = idempotent(persistence_store=idempotency_store, key_prefix=PREFIX)(body)
+    assert "done" == handler(EVENT, FakeLambdaContext())
+    assert "done" == handler(EVENT, FakeLambdaContext())
+
+    assert [] == list(exporter.get_finished_spans())
+    assert 1 == len(seen)
+    assert seen[0].is_valid
+    assert not seen[0].trace_flags.sampled
+
+
 def test_tracing_imports_nothing_when_the_application_does_not() -> None:
     """Without OpenTelemetry imported by the application, a call never imports it."""
     code = textwrap.dedent(
