@@ -358,6 +358,10 @@ class IdempotentFunction:
     ) -> Generator[Effect, Any, IdempotencyRecord | None]:
         """Poll until the holder completes (return its record) or gives the key up (None).
 
+        The holder the refused claim reported counts as live until its lease ends, even while a
+        read shows an older record: on Redis in Powertools' layout, a caller that holds the
+        orphan lock is taking over a record that still reads as abandoned (or expired).
+
         Raises `IdempotencyAlreadyInProgressError` when waiting is off or its budget runs out.
         """
         clock = self.store.clock
@@ -368,11 +372,18 @@ class IdempotentFunction:
         budget_end = inv.lease_end_ms if math.isinf(wait_s) else started + int(wait_s * 1000)
         if inv.deadline_ms is not None:
             budget_end = min(budget_end, inv.deadline_ms - _WAIT_DEADLINE_MARGIN_MS)
+        reported = holder if holder is not None and holder.status is Status.IN_PROGRESS else None
         pause = _WAIT_FIRST_S
         paused_ms = 0.0
-        while holder is not None and holder.status is Status.IN_PROGRESS:
+        while holder is not None:
             now = clock.now_ms()
-            if holder.lease_passed(now - CLOCK_SKEW_TOLERANCE_MS):
+            in_progress = holder.status is Status.IN_PROGRESS
+            if not in_progress and not holder.expired_at(now):
+                return holder
+            cutoff = now - CLOCK_SKEW_TOLERANCE_MS
+            if (reported is None or reported.lease_passed(cutoff)) and (
+                not in_progress or holder.lease_passed(cutoff)
+            ):
                 return None
             # The pauses count too, so the budget runs out even on a clock that stands still
             # or jumps back (a test's ManualClock): waiting never turns into a hang.
@@ -380,7 +391,7 @@ class IdempotentFunction:
                 tally.report(Outcome.IN_PROGRESS)
                 raise IdempotencyAlreadyInProgressError(
                     "another invocation is processing this idempotency key",
-                    lease_expires_at_ms=holder.in_progress_expiry_timestamp,
+                    lease_expires_at_ms=_lease_end(holder if in_progress else None, reported),
                 )
             yield Pause(pause)
             paused_ms += pause * 1000
@@ -388,9 +399,7 @@ class IdempotentFunction:
             holder = yield from self._store(tally, "get", self.store.get, inv.key)
             if holder is not None and holder.idempotency_key != inv.key:
                 yield from self._refuse_other_key(inv, tally, "get", held=False)
-        if holder is None or holder.expired_at(clock.now_ms()):
-            return None
-        return holder
+        return None
 
     def _refuse_other_key(
         self, inv: Invocation, tally: Tally, operation: str, *, held: bool
@@ -743,6 +752,13 @@ def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
     if record is None or record.status is not Status.IN_PROGRESS:
         return False
     return record.owner == inv.owner or (inv.adopts_unowned and record.owner is None)
+
+
+def _lease_end(*holders: IdempotencyRecord | None) -> int | None:
+    """Return the latest lease end among ``holders`` (None when none has one)."""
+    ends = [h.in_progress_expiry_timestamp for h in holders if h is not None]
+    known = [end for end in ends if end is not None]
+    return max(known) if known else None
 
 
 def _add_note(error: BaseException, note: str) -> None:
