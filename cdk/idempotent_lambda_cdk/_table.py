@@ -12,6 +12,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from idempotent_lambda_cdk._objects import granted_objects
+
 #: The folder of every function's offloaded results; the bucket's lifecycle rule expires it.
 LARGE_RESULTS_ROOT = "idempotency/"
 
@@ -26,15 +28,17 @@ LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 #: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
 GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
 
-#: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key).
-_KEY_PREFIX = re.compile(r"^[^*?#\s]+$")
+#: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key), no `%`
+#: (quoting writes it; `granted_objects` is exact without one).
+_KEY_PREFIX = re.compile(r"^[^*?#%\s]+$")
 
 
 def large_result_prefix(key_prefix: str) -> str:
     """Return where a function of `key_prefix` offloads: `idempotency/<key_prefix>/`.
 
     Pass it to the store (`DynamoDBPersistenceLayer(large_result_prefix=...)`): the grant of
-    `IdempotencyTable.grant_idempotency` covers these objects only.
+    `IdempotencyTable.grant_idempotency` covers the objects of `key_prefix` there, and no
+    other prefix's, even one nested in the folder (`orders/eu` in `idempotency/orders/`).
     """
     return f"{LARGE_RESULTS_ROOT}{key_prefix}/"
 
@@ -123,7 +127,9 @@ class IdempotencyTable(Construct):
         Grants exactly what the store calls (GetItem, PutItem, DeleteItem; BatchGetItem too
         with `batch`) on items whose key starts with `{key_prefix}#`, the key of every
         record of a function decorated with that `key_prefix`; and, with `offload`,
-        s3:GetObject and s3:PutObject under `large_result_prefix` of it. Sets
+        s3:GetObject and s3:PutObject on the objects of `key_prefix` under its
+        `large_result_prefix` (`idempotency/orders/orders%23*` for `orders`: the folder of
+        `orders/eu` sits inside, its objects do not match). Sets
         `IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES` on a granted `aws_lambda.Function`, so the
         library refuses, at import, a key prefix the function was not granted.
 
@@ -140,7 +146,7 @@ class IdempotencyTable(Construct):
             The grant (the table's, combined with the bucket's).
 
         Raises:
-            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
+            ValueError: `key_prefix` is empty or holds `*`, `?`, `#`, `%` or whitespace, or
                 `offload` is asked of a table without the bucket.
         """
         if not _KEY_PREFIX.match(key_prefix):
@@ -159,7 +165,11 @@ class IdempotencyTable(Construct):
         objects = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(LARGE_RESULT_ACTIONS),
-            resource_arns=[self.bucket.arn_for_objects(f"{large_result_prefix(key_prefix)}*")],
+            resource_arns=[
+                self.bucket.arn_for_objects(
+                    granted_objects(large_result_prefix(key_prefix), key_prefix)
+                )
+            ],
         )
         return grant.combine(objects)
 

@@ -22,7 +22,7 @@ def test_every_synthesized_template_passes_cfn_lint(synthesized: Synthesized) ->
     `DependsOn` on the function's role beside the `GetAtt` of it (W3005).
     """
     templates = sorted(str(path) for path in synthesized.outdir.glob("*.template.json"))
-    assert 3 == len(templates), templates
+    assert 4 == len(templates), templates
     result = subprocess.run(
         [CFN_LINT, "--ignore-checks", "W3005", "--regions", "us-east-1", "--", *templates],
         capture_output=True,

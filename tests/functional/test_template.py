@@ -13,6 +13,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import pytest
 import yaml
@@ -408,19 +409,22 @@ def test_the_app_derives_the_record_expiry_from_the_template(
 def test_functions_may_only_put_and_get_large_results_under_their_own_prefix(
     template: dict[str, Any],
 ) -> None:
-    """Each function: s3:PutObject and s3:GetObject on ``<bucket>/idempotency/<key_prefix>/*``.
+    """Each function: s3:PutObject and s3:GetObject on its own objects only.
 
-    The prefix is the function's own key prefix, where its store offloads: no function can read
-    or overwrite another's results. No ListBucket, DeleteObject or bucket-level action, no other
-    S3 statement, no condition.
+    ``<bucket>/idempotency/<key_prefix>/<key_prefix>%23*``: the folder where its store offloads,
+    and the objects named after its keys (``#`` quoted), so no function can read or overwrite
+    another's results, even one whose prefix nests in the folder. No ListBucket, DeleteObject or
+    bucket-level action, no other S3 statement, no condition.
     """
     aws = _sample_aws_module()
     functions = resources(template, "AWS::Serverless::Function")
     assert functions
     granted = set()
     for name, function in functions.items():
-        prefix = aws.large_result_prefix(key_prefix_in(function["Handler"]))
-        objects = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + prefix + "*"}
+        key_prefix = key_prefix_in(function["Handler"])
+        prefix = aws.large_result_prefix(key_prefix)
+        own = quote(key_prefix + "#", safe="")
+        objects = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + prefix + own + "*"}
         on_s3 = [
             s
             for s in statements(function)
