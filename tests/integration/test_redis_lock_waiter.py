@@ -19,6 +19,7 @@ import redis
 
 from idempotent_lambda import IdempotencyAlreadyInProgressError, IdempotencyConfig, idempotent
 from idempotent_lambda.persistence.redis import RedisCachePersistenceLayer
+from idempotent_lambda.record import IdempotencyRecord, Status
 from tests.integration._two_libraries import WAIT_S, Body
 from tests.integration.test_redis_orphan_lock import (
     EVENT,
@@ -132,3 +133,25 @@ def test_a_waiter_takes_over_once_the_lock_of_a_crashed_taker_ends(
     # Refused (claim, lock, its life), then the takeover (claim, lock, claim), then completion.
     assert (4, 2, 1) == (sent["EVAL"], sent["SET"], sent["PTTL"])
     assert sent["GET"] <= lock_polls_bound(WAIT_S)
+
+
+def test_the_holder_reported_behind_a_lock_is_nobody_s_claim(redis_client: redis.Redis) -> None:
+    """It has an owner no invocation has (the lock's key): a durable replay, which adopts a
+    claim without an owner as its own, cannot mistake it for the claim it took earlier."""
+    store = RedisCachePersistenceLayer(client=redis_client).with_record_format("powertools")
+    now_ms = 1000 * int(redis_client.time()[0])
+
+    def claim(owner: str, lease_end_ms: int) -> Any:
+        record = IdempotencyRecord(
+            "k#1", Status.IN_PROGRESS, now_ms // 1000 + 3600, lease_end_ms, owner=owner
+        )
+        return store.claim(record, now_ms=now_ms, lease_cutoff_ms=now_ms)
+
+    assert claim("a", now_ms - 1).claimed  # a record abandoned at once
+    redis_client.set("k#1:lock", "True", ex=600)  # another caller is taking it over
+    outcome = claim("b", now_ms + 60_000)
+
+    assert not outcome.claimed
+    assert outcome.previous is not None
+    assert (Status.IN_PROGRESS, "k#1:lock") == (outcome.previous.status, outcome.previous.owner)
+    assert outcome.previous.in_progress_expiry_timestamp >= now_ms + 500_000

@@ -264,8 +264,10 @@ class RedisCachePersistenceLayer:
                     # Its holder is claiming this request: live, for as long as the lock lives.
                     left_ms = _lock_left_ms(self._client.send("PTTL", lock[1]), seconds)
                     lock_end_ms = now_ms + left_ms
+                    # Owned by the lock, so that no caller (a durable replay adopting a claim
+                    # without an owner) takes it for its own.
                     holder = dataclasses.replace(
-                        record, owner=None, in_progress_expiry_timestamp=lock_end_ms
+                        record, owner=lock[1], in_progress_expiry_timestamp=lock_end_ms
                     )
                     return ClaimOutcome(False, holder)
                 claimed, old = self._eval(schema.claim_script, key, *head, "1", *stored)
