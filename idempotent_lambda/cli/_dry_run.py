@@ -44,20 +44,79 @@ _SOURCE_ARN: _Field = (
 
 
 @dataclass(frozen=True, slots=True)
+class BatchShape:
+    """How a batch adapter's event holds its records, and where their source is named.
+
+    Attributes:
+        description: What the adapter takes, for the error when the event is not that.
+        source: The field naming the records' source (their keys include it).
+        singles: The event cut into one event per record, in the adapter's order, each with
+            its raw record; None when the event holds no records.
+        source_probes: The source fields the event lacks that the key may depend on.
+    """
+
+    description: str
+    source: str
+    singles: Callable[[Any], list[tuple[dict[str, Any], Any]] | None]
+    source_probes: Callable[[Any], list[_Field]]
+
+
+def _records_one_by_one(event: Any) -> list[tuple[dict[str, Any], Any]] | None:
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    if not isinstance(records, list) or not records:
+        return None
+    return [({**event, "Records": [raw]}, raw) for raw in records]
+
+
+def _kafka_one_by_one(event: Any) -> list[tuple[dict[str, Any], Any]] | None:
+    grouped = event.get("records") if isinstance(event, Mapping) else None
+    if not isinstance(grouped, Mapping) or not all(isinstance(v, list) for v in grouped.values()):
+        return None
+    singles = [
+        ({**event, "records": {partition: [raw]}}, raw)
+        for partition, raws in grouped.items()
+        for raw in raws
+    ]
+    return singles or None
+
+
+def _kafka_source(event: Any) -> list[_Field]:
+    """An MSK event's source is its eventSourceArn; a self-managed cluster's, its brokers."""
+    if isinstance(event, Mapping) and event.get("eventSource") == "SelfManagedKafka":
+        return [(("bootstrapServers",), "probe-1:9092")]
+    return [(("eventSourceArn",), "arn:aws:kafka:us-east-1:000000000000:cluster/probe/probe")]
+
+
+RECORDS = BatchShape(
+    "an object with a non-empty Records list",
+    "the record's eventSourceARN",
+    _records_one_by_one,
+    lambda event: [_SOURCE_ARN],
+)
+KAFKA = BatchShape(
+    "an object with a records map of non-empty lists (topic-partition: records)",
+    "the event's eventSourceArn (bootstrapServers for eventSource SelfManagedKafka)",
+    _kafka_one_by_one,
+    _kafka_source,
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Adapter:
     """A decorator the `key` command can run: where it lives, and how it is called.
 
     Attributes:
         module: The module that defines it.
         name: Its name, as `--decorator` takes it.
-        batch: True for batch adapters, where each record of the event has its own key.
+        batch: How a batch adapter's event holds its records (each has its own key); None for
+            the others.
         record_class: The batch adapter's typed record, whose ``from_raw`` says what is wrong
             with a record the adapter fails.
     """
 
     module: str
     name: str
-    batch: bool = False
+    batch: BatchShape | None = None
     record_class: str | None = None
 
     def load(self) -> Callable[..., Any] | None:
@@ -75,15 +134,22 @@ ADAPTERS = {
         Adapter("idempotent_lambda", "idempotent"),
         Adapter("idempotent_lambda", "idempotent_function"),
         Adapter("idempotent_lambda.adapters.api_gateway", "idempotent_http"),
-        Adapter("idempotent_lambda.adapters.sqs", "idempotent_sqs_handler", True, "SQSRecord"),
+        Adapter("idempotent_lambda.adapters.sqs", "idempotent_sqs_handler", RECORDS, "SQSRecord"),
         Adapter(
             "idempotent_lambda.adapters.dynamodb_stream",
             "idempotent_stream_handler",
-            True,
+            RECORDS,
             "DynamoDBStreamRecord",
         ),
-        # Kinesis batches are Records lists like the others; listed when the library has it.
-        Adapter("idempotent_lambda.adapters.kinesis", "idempotent_kinesis_handler", True),
+        Adapter(
+            "idempotent_lambda.adapters.kinesis",
+            "idempotent_kinesis_handler",
+            RECORDS,
+            "KinesisRecord",
+        ),
+        Adapter(
+            "idempotent_lambda.adapters.kafka", "idempotent_kafka_handler", KAFKA, "KafkaRecord"
+        ),
     )
 }
 
@@ -163,14 +229,12 @@ class DryRun:
             CliError: A batch adapter is given an event without records.
             IdempotencyError: The decorator raised it (a key expression that fails, say).
         """
-        if self.adapter.batch:
-            records = event.get("Records") if isinstance(event, Mapping) else None
-            if not isinstance(records, list) or not records:
-                raise CliError(
-                    f"{self.adapter.name} takes a batch event: an object with a non-empty "
-                    "Records list"
-                )
-            return [self._record({**event, "Records": [raw]}) for raw in records]
+        shape = self.adapter.batch
+        if shape is not None:
+            singles = shape.singles(event)
+            if singles is None:
+                raise CliError(f"{self.adapter.name} takes a batch event: {shape.description}")
+            return [self._record(shape, alone, raw) for alone, raw in singles]
         found = self._run(event)
         if self.adapter.name == "idempotent_http":
             return [self._http(event, found)]
@@ -186,7 +250,7 @@ class DryRun:
                 decorate = self._decorate(persistence_store=store, data_keyword_argument="payload")
                 answer = decorate(_stand_in(self._handler, _function))(event)
             else:
-                extra = {"max_concurrency": 1} if self.adapter.batch else {}
+                extra = {"max_concurrency": 1} if self.adapter.batch is not None else {}
                 body = _http_handler if name == "idempotent_http" else _handler
                 decorate = self._decorate(persistence_store=store, **extra)
                 answer = decorate(_stand_in(self._handler, body))(event, None)
@@ -225,20 +289,20 @@ class DryRun:
             )
         return found.derived()
 
-    def _record(self, alone: dict[str, Any]) -> Derived:
-        """Return the key of the one record of the batch event ``alone``."""
+    def _record(self, shape: BatchShape, alone: dict[str, Any], raw: Any) -> Derived:
+        """Return the key of ``raw``, the one record of the batch event ``alone``."""
         found = self._run(alone)
         if found.key is None:
             failed = isinstance(found.answer, Mapping) and found.answer.get("batchItemFailures")
             if not failed:
                 return Derived(None, reason=NO_KEY_MATERIAL)
-            why = self._malformed(alone["Records"][0]) or "; ".join(found.warnings)
+            why = self._malformed(raw) or "; ".join(found.warnings)
             return Derived(None, reason=f"the adapter fails this record: {why}", refused=True)
-        if self._depends_on_missing(alone, found.key, [_SOURCE_ARN]):
+        if self._depends_on_missing(alone, found.key, shape.source_probes(alone)):
             return Derived(
                 None,
-                reason="its key includes the record's eventSourceARN, which it lacks: pass the "
-                "records as the function receives them",
+                reason=f"its key includes {shape.source}, which it lacks: pass the records as "
+                "the function receives them",
                 refused=True,
             )
         return found.derived()

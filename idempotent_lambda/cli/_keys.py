@@ -60,13 +60,16 @@ def compute_key(args: argparse.Namespace, screen: Screen) -> int:
             "note: no --function-name and no AWS_LAMBDA_FUNCTION_NAME: this is the key of a "
             "local run; a deployed function's key starts with its function name"
         )
-    return _show(derived, screen, batch=dry_run.adapter.batch, as_json=args.json)
+    return _show(derived, screen, batch=dry_run.adapter.batch is not None, as_json=args.json)
 
 
 def _looks_like_an_adapters(event: Any) -> bool:
     """Tell whether ``event`` is a batch or an HTTP proxy event, which adapters usually take."""
     return isinstance(event, dict) and (
-        isinstance(event.get("Records"), list) or "httpMethod" in event or "routeKey" in event
+        isinstance(event.get("Records"), list)
+        or isinstance(event.get("records"), dict)  # Kafka's
+        or "httpMethod" in event
+        or "routeKey" in event
     )
 
 
