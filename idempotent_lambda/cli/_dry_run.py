@@ -1,11 +1,12 @@
 """Find the key a decorated handler gives an event by running the event through its decorator.
 
 The decorator or adapter runs on a throwaway `InMemoryPersistenceLayer`, around a stand-in body
-that does nothing and carries the real handler's module and qualified name (it is never
-imported). The key is the one that decorator claimed, with its record format, prefix and scope
-rules, so it cannot drift from them. No key is returned, with the reason, where the key depends
-on a field the event lacks (an API Gateway event without its `requestContext`, a batch record
-without its `eventSourceARN`) or where the adapter answers the event without one.
+that does nothing and carries the real handler's module and qualified name (the handler itself
+never runs; `_settings` reads an imported handler's settings). The key is the one that decorator
+claimed, with its record format, prefix and scope rules, so it cannot drift from them. No key is
+returned, with the reason, where the key depends on a field the event lacks (an API Gateway
+event without its `requestContext`, a batch record without its source) or where the adapter
+answers the event without one.
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ class DryRun:
         store = _ClaimLog()
         warnings: list[str] = []
         name = self.adapter.name
-        with _environment(self._function_name), _captured(warnings):
+        with environment(self._function_name), _captured(warnings):
             if name == "idempotent_function":
                 decorate = self._decorate(persistence_store=store, data_keyword_argument="payload")
                 answer = decorate(_stand_in(self._handler, _function))(event)
@@ -420,7 +421,7 @@ def _assign(value: Any, path: tuple[str | int, ...], new: str) -> None:
 
 
 @contextlib.contextmanager
-def _environment(function_name: str | None) -> Iterator[None]:
+def environment(function_name: str | None) -> Iterator[None]:
     """Run with the Lambda function name given, and idempotency switched on."""
     before = {name: os.environ.get(name) for name in (_FUNCTION_NAME, *_DISABLE)}
     for name in _DISABLE:

@@ -22,11 +22,13 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
+from idempotent_lambda._setup import setup_of
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.cli import main
+from idempotent_lambda.cli._dry_run import ADAPTERS
 from idempotent_lambda.record import IdempotencyRecord
 from idempotent_lambda.testing import kafka_event
 from tests.events.http_events import make_event
@@ -465,3 +467,28 @@ def test_an_adapter_event_keyed_as_a_plain_handler_gets_a_note(key_of: Callable[
         run = key_of(event, "--prefix", "p")
         assert (0, True) == (run.code, "pass --decorator" in run.err)
     assert "" == key_of({"id": 1}, "--prefix", "p").err
+
+
+def test_every_decorator_key_runs_leaves_its_settings_on_the_function() -> None:
+    """What `key --handler` reads: the decorator's name, its options, the function's names."""
+    store = InMemoryPersistenceLayer()
+    config = IdempotencyConfig(event_key_jmespath="id")
+    for name, adapter in ADAPTERS.items():
+        decorator = adapter.load()
+        assert decorator is not None
+        extra = {"data_keyword_argument": "payment"} if name == "idempotent_function" else {}
+        function = charge if extra else payment_handler
+        decorated = decorator(persistence_store=store, config=config, key_prefix="p", **extra)(
+            function
+        )
+
+        setup = setup_of(decorated)
+
+        assert setup is not None
+        assert (name, config, "p") == (
+            setup.decorator,
+            setup.options["config"],
+            setup.options["key_prefix"],
+        )
+        assert (__name__, function.__qualname__) == (setup.module, setup.qualname)
+    assert setup_of(payment_handler) is None
