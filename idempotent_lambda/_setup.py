@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from idempotent_lambda._entry import named_by
 
-F = TypeVar("F")
+F = TypeVar("F", bound=Callable[..., Any])
 G = TypeVar("G")
 _ATTRIBUTE = "__idempotent_lambda_setup__"
 
@@ -46,7 +46,7 @@ def exposing(
 
     def decorate_and_expose(function: F) -> G:
         decorated = decorate(function)
-        named = named_by(function)  # type: ignore[arg-type]
+        named = named_by(function)
         setup = DecoratorSetup(decorator, kept, named.__module__, named.__qualname__)
         setattr(decorated, _ATTRIBUTE, setup)
         return decorated

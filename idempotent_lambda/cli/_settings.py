@@ -12,6 +12,7 @@ note on stderr says so and what was hashed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import operator
 import os
@@ -131,7 +132,8 @@ def import_handler(handler: str, function_name: str | None) -> object:
             "to hash the options alone"
         ) from exc
     finally:
-        sys.path.remove(here)
+        with contextlib.suppress(ValueError):  # unless the module took it off itself
+            sys.path.remove(here)
     for part in qualname.split("."):
         if not hasattr(found, part):
             raise CliError(f"{module_name} has no {qualname} (--handler {handler})")
