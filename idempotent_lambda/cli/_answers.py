@@ -154,7 +154,7 @@ def _found(value: Any, parts: list[str], where: str) -> Iterator[tuple[str, Any]
     part, *rest = parts
     name, each = part.removesuffix("[]"), part.endswith("[]")
     if not isinstance(value, Mapping):
-        raise _UnusableFieldError(where, f"is {_what(value)}, not an object")
+        raise _UnusableFieldError(where or "the answer", f"is {_what(value)}, not an object")
     here = f"{where}.{name}" if where else name
     found = value.get(name)
     if found is None:

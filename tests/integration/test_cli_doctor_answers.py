@@ -100,6 +100,10 @@ MALFORMED: dict[str, tuple[Callable[[CraftedAws], None], str]] = {
         lambda c: c.answers.update(DescribeTable={}),
         "DescribeTable's answer is unusable: Table is missing",
     ),
+    "answer not an object": (
+        lambda c: c.answers.update(DescribeTable=["crafted"]),
+        "DescribeTable's answer is unusable: the answer is a list, not an object",
+    ),
     "Table not an object": (
         lambda c: c.answers.update(DescribeTable={"Table": "crafted"}),
         "DescribeTable's answer is unusable: Table is a string, not an object",
