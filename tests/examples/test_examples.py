@@ -529,6 +529,7 @@ TEST_MODULES = [
     "testing/test_dynamodb_store.py",
     "testing/test_payments.py",
     "testing/test_async_orders.py",
+    "testing/test_table_stream.py",
     "http/test_create_order.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
