@@ -421,7 +421,7 @@ class IdempotentFunction:
         stays IN_PROGRESS for the body to run again.
         """
         started = perf_counter()
-        transaction = open_transaction(self.store)  # current_transaction() while the body runs
+        transaction = open_transaction(self.store, inv.key)  # current_transaction() in the body
         try:
             result = yield RUN_BODY
         except BaseException as exc:

@@ -15,12 +15,18 @@ could repeat for two different events:
   transitions) find no key: they run without idempotency, or fail with
   `raise_on_no_idempotency_key=True`, rather than share one key per object.
 
+- `OUTBOX_EVENT`: the id `idempotent_lambda.outbox.emit` returned, which the outbox publisher
+  puts at `detail.outbox.id`. It is the same when the publisher sends the event twice (a crash
+  between `PutEvents` and marking it published), while EventBridge's own `id` differs. It is
+  found in the event itself (a rule invoking Lambda) and in an SQS message's body (a rule
+  targeting a queue, under `idempotent_sqs_handler`).
+
 SNS and S3 deliver one record per invocation; the presets read the first.
 """
 
 from __future__ import annotations
 
-__all__ = ["EVENTBRIDGE", "S3", "SNS"]
+__all__ = ["EVENTBRIDGE", "OUTBOX_EVENT", "S3", "SNS"]
 
 #: An EventBridge event (any rule target invoking Lambda): its `id`.
 EVENTBRIDGE = "id"
@@ -33,3 +39,6 @@ S3 = (
     "Records[0].s3.object.sequencer && "
     "[Records[0].s3.bucket.name, Records[0].s3.object.key, Records[0].s3.object.sequencer]"
 )
+
+#: An outbox event: its outbox id, in the EventBridge event or in an SQS message's body.
+OUTBOX_EVENT = "detail.outbox.id || powertools_json(body).detail.outbox.id"

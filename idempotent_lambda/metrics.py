@@ -41,7 +41,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -53,6 +53,7 @@ __all__ = ["EMFMetrics", "Metric", "PowertoolsMetricsHook", "decision_metrics"]
 
 COUNT = "Count"
 MILLISECONDS = "Milliseconds"
+SECONDS = "Seconds"
 
 #: EMF limits: metrics per document, values per metric, dimensions per dimension set.
 MAX_METRICS_PER_DOCUMENT = 100
@@ -197,6 +198,15 @@ class EMFMetrics:
             )
         if full:
             self.flush()
+
+    def put(self, metrics: Sequence[Metric]) -> None:
+        """Print ``metrics`` now, as one document with the configured dimensions.
+
+        For measurements that are not decisions, such as the outbox publisher's.
+        """
+        if metrics:
+            series = {m.name: (m.unit, [m.value]) for m in metrics}
+            self._write(self._documents(dict(self._dimensions), series))
 
     def flush(self) -> None:
         """Print everything buffered (nothing when empty or when ``auto_flush`` is on)."""

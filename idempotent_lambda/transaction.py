@@ -83,13 +83,25 @@ class Transaction:
             business writes; or a value has no DynamoDB form (``float``: use ``Decimal``).
     """
 
-    __slots__ = ("_open", "_store", "_writes")
+    __slots__ = ("_open", "_store", "_writes", "events", "record_key")
 
-    def __init__(self, store: object) -> None:
-        """Start an empty transaction for an invocation that uses ``store``."""
+    def __init__(self, store: object, record_key: str | None = None) -> None:
+        """Start an empty transaction for an invocation that uses ``store``.
+
+        ``record_key`` is the invocation's idempotency key (None when it runs unrecorded): the
+        outbox derives its events' ids from it.
+        """
         self._store = store
         self._writes: list[TransactItem] = []
         self._open = True
+        self.record_key = record_key
+        #: Outbox events queued so far (`idempotent_lambda.outbox.emit`), their next position.
+        self.events = 0
+
+    @property
+    def store(self) -> object:
+        """Return the store the transaction commits with (the record format's view of it)."""
+        return self._store
 
     @property
     def writes(self) -> tuple[TransactItem, ...]:
@@ -234,6 +246,11 @@ _current: contextvars.ContextVar[Transaction | None] = contextvars.ContextVar(
 )
 
 
+def running_transaction() -> Transaction | None:
+    """Return the transaction of the idempotent body running here, or None."""
+    return _current.get()
+
+
 def current_transaction() -> Transaction:
     """Return the transaction of the idempotent invocation running in this thread or task.
 
@@ -253,9 +270,9 @@ def current_transaction() -> Transaction:
 Binding = tuple[Transaction, "contextvars.Token[Transaction | None]"]
 
 
-def open_transaction(store: object) -> Binding:
+def open_transaction(store: object, record_key: str | None = None) -> Binding:
     """Start a transaction for a body about to run and make it the current one."""
-    transaction = Transaction(store)
+    transaction = Transaction(store, record_key)
     return transaction, _current.set(transaction)
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 ClientT = TypeVar("ClientT")
 
 #: How the messages name each service.
-SERVICE_NAMES: Mapping[str, str] = {"dynamodb": "DynamoDB", "s3": "S3"}
+SERVICE_NAMES: Mapping[str, str] = {"dynamodb": "DynamoDB", "s3": "S3", "events": "EventBridge"}
 
 #: Bounded retries and timeouts that fit inside a Lambda invocation.
 _COMMON: Mapping[str, Any] = {

@@ -9,6 +9,7 @@ from dataclasses import replace
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda._record_format import FORMATS
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
+from idempotent_lambda.outbox._event import OutboxEvent
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_TRANSACTION_WRITES,
@@ -19,6 +20,9 @@ from idempotent_lambda.persistence.protocol import (
     encode_stored_data,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
+
+#: The table name of outbox writes in `InMemoryPersistenceLayer.committed_writes`.
+OUTBOX_TABLE = "in-memory-outbox"
 
 
 class InMemoryPersistenceLayer:
@@ -103,6 +107,24 @@ class InMemoryPersistenceLayer:
         """Commit ``writes`` without a record (idempotency off, or no key)."""
         with self._lock:
             self._commit(writes)
+
+    def outbox_put(self, event: OutboxEvent) -> TransactItem:
+        """Return the write of an outbox event: it commits into `committed_writes` like any.
+
+        `outbox_events` reads them back.
+        """
+        return {"Put": {"TableName": OUTBOX_TABLE, "Item": event.attributes()}}
+
+    @property
+    def outbox_events(self) -> list[OutboxEvent]:
+        """Return the outbox events committed so far, in commit order (for unit tests)."""
+        with self._lock:
+            writes = list(self.committed_writes)
+        return [
+            OutboxEvent.from_item(write["Put"]["Item"])
+            for write in writes
+            if "Put" in write and write["Put"].get("TableName") == OUTBOX_TABLE
+        ]
 
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Delete the caller's IN_PROGRESS record, if it still owns it."""

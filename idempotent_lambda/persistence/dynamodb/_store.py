@@ -23,6 +23,7 @@ from idempotent_lambda.exceptions import (
 from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
 from idempotent_lambda.persistence.dynamodb import _transaction
 from idempotent_lambda.persistence.dynamodb._operator import OperatorMethods
+from idempotent_lambda.persistence.dynamodb._outbox import OutboxMethods
 from idempotent_lambda.persistence.dynamodb._s3 import LargeResults, account_of, is_reference
 from idempotent_lambda.persistence.dynamodb._schema import (
     ItemSchema,
@@ -58,7 +59,7 @@ BATCH_GET_LIMIT = 100
 BATCH_GET_ATTEMPTS, BATCH_GET_BACKOFF_S = 4, 0.05
 
 
-class DynamoDBPersistenceLayer(OperatorMethods):
+class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
     """Keep idempotency records in a DynamoDB table, one item per key.
 
     Each operation is one request. The guides describe the rest: the item format, the client,

@@ -1,0 +1,312 @@
+"""The outbox publisher: a DynamoDB Stream batch in, EventBridge events out, each at least once.
+
+One batch, in order:
+
+1. Records are read as the stream adapter reads them (`DynamoDBStreamRecord`); a malformed one
+   fails alone. Records that are not outbox items (idempotency records, REMOVEs, the
+   publisher's own marks when no filter spares it them) are done.
+2. The outbox items' current state is read in one consistent ``BatchGetItem`` per 100: an
+   event already marked published (a redelivered record) or gone (expired) is skipped.
+3. The rest go out with ``PutEvents``, at most 10 entries and 256 KB a request, in stream
+   order. Entries that fail for a transient reason are sent again (`ATTEMPTS` in all, within
+   the invocation's time); a request rejected whole is split into single entries, so one bad
+   event cannot fail the others.
+4. Each published event is marked with a conditional ``UpdateItem`` (``outbox_published_at``).
+   A crash between 3 and 4 leaves it unmarked: the next delivery publishes it again, with the
+   same id, for the consumer to deduplicate.
+5. Unpublished events fail their records; as for every stream, every record from the first
+   failure on is reported (Lambda resumes from the lowest). Those that were published are
+   skipped at step 2 next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
+from idempotent_lambda.adapters.dynamodb_stream import STREAM_SOURCE, DynamoDBStreamRecord
+from idempotent_lambda.exceptions import (
+    IdempotencyConfigError,
+    IdempotencyCorruptRecordError,
+    IdempotencyPersistenceLayerError,
+    MalformedRecordError,
+)
+from idempotent_lambda.metrics import COUNT, SECONDS, EMFMetrics, Metric
+from idempotent_lambda.outbox._event import OutboxEvent, entry_size
+from idempotent_lambda.persistence._aws import LazyClient, translate_errors
+
+logger = logging.getLogger("idempotent_lambda.outbox")
+
+#: ``PutEvents`` limits: entries and bytes per request.
+MAX_ENTRIES, MAX_REQUEST_BYTES = 10, 256 * 1024
+#: Sends of one entry at most, and the pause before the second (doubling after).
+ATTEMPTS, FIRST_PAUSE_S = 3, 0.1
+#: Entry error codes worth sending again; any other fails the entry at once.
+TRANSIENT_CODES = frozenset(
+    {"ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable"}
+)
+#: No retry starts with less than this left of the invocation.
+_MARGIN_MS = 1_000
+#: Marks written at once.
+_MARK_THREADS = 16
+_EVENTS_DEFAULTS: Mapping[str, Any] = {
+    "retries": {"total_max_attempts": 3, "mode": "standard"},
+    "connect_timeout": 2,
+    "read_timeout": 5,
+}
+
+
+class Publisher:
+    """The publisher `idempotent_lambda.outbox.publish_handler` returns; call it per batch."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        events_client: Any = None,
+        default_bus: str | None = None,
+        metrics: EMFMetrics | None = None,
+    ) -> None:
+        for method in ("outbox_event_id", "outbox_items", "outbox_mark_published"):
+            if not callable(getattr(store, method, None)):
+                raise IdempotencyConfigError(
+                    f"publish_handler needs a DynamoDBPersistenceLayer, not {type(store).__name__}"
+                )
+        self.store = store
+        self.default_bus = default_bus
+        self._metrics = metrics
+        self._events: LazyClient[Any] = LazyClient(
+            "events",
+            client=events_client,
+            session=None,
+            boto_config=None,
+            defaults=_EVENTS_DEFAULTS,
+        )
+
+    def __call__(self, event: Any, context: Any = None) -> PartialBatchResponse:
+        """Publish one stream batch's outbox events; return the records Lambda must retry."""
+        records = STREAM_SOURCE.records(event, "outbox publisher")
+        identifiers = [STREAM_SOURCE.identify(raw) for raw in records]
+        if any(identifier is None for identifier in identifiers):
+            logger.error("outbox batch rejected: a record has no SequenceNumber; all are retried")
+            return partial_response([i for i in identifiers if i is not None])
+        failed: set[int] = set()
+        wanted: list[tuple[int, str]] = []
+        for index, raw in enumerate(records):
+            try:
+                record = DynamoDBStreamRecord.from_raw(raw)
+            except MalformedRecordError as exc:
+                logger.error("outbox record malformed: sequence=%s %s", identifiers[index], exc)
+                failed.add(index)
+                continue
+            if record.event_name == "REMOVE":
+                continue
+            found = self.store.outbox_event_id(record.keys)
+            if found is not None:
+                wanted.append((index, found))
+        if wanted:
+            unpublished = self._publish_batch(wanted, _deadline(context))
+            failed.update(index for index, event_id in wanted if event_id in unpublished)
+        if not failed:
+            return partial_response([])
+        first = min(failed)  # the stream's checkpoint: everything from there on comes again
+        return partial_response([str(i) for i in identifiers[first:]])
+
+    def _publish_batch(self, wanted: list[tuple[int, str]], deadline: float | None) -> set[str]:
+        """Publish what ``wanted`` names and is not yet published; return the ids that failed."""
+        ids = [event_id for _, event_id in wanted]
+        try:
+            items = self.store.outbox_items(ids)
+        except IdempotencyPersistenceLayerError as exc:
+            logger.error("outbox read failed: events=%d error=%s", len(ids), _cause(exc))
+            return set(ids)
+        pending: list[OutboxEvent] = []
+        failed: set[str] = set()
+        skipped = 0
+        for event_id in dict.fromkeys(ids):
+            item = items.get(event_id)
+            if item is None:
+                skipped += 1  # expired or deleted: nothing left to publish
+                continue
+            try:
+                event = OutboxEvent.from_item(item)
+            except IdempotencyCorruptRecordError as exc:
+                logger.error("outbox item unreadable: event=%s %s", event_id, exc)
+                failed.add(event_id)
+                continue
+            if event.published_at_ms is not None:
+                skipped += 1
+                continue
+            pending.append(event)
+        published, errors = self.publish(pending, deadline)
+        for event_id, code in errors.items():
+            logger.error("outbox event not published: event=%s error=%s", event_id, code)
+        failed.update(errors)
+        now_ms = self.store.clock.now_ms()
+        unmarked = self._mark(published, now_ms)
+        self._measure(
+            pending, failed, now_ms, published=len(published), skipped=skipped, unmarked=unmarked
+        )
+        return failed
+
+    def publish(
+        self, events: Sequence[OutboxEvent], deadline: float | None = None
+    ) -> tuple[list[OutboxEvent], dict[str, str]]:
+        """Put ``events`` on EventBridge (not marking them); return those sent and the errors.
+
+        Args:
+            events: The events, in the order to send them.
+            deadline: ``time.monotonic()`` after which no retry starts.
+
+        Returns:
+            The events EventBridge accepted, and the error code of each one it did not.
+        """
+        entries = {e.event_id: e.entry(self.default_bus) for e in events}
+        pending = list(events)
+        published: list[OutboxEvent] = []
+        errors: dict[str, str] = {}
+        for attempt in range(ATTEMPTS):
+            if not pending:
+                break
+            if attempt:
+                pause = FIRST_PAUSE_S * 2 ** (attempt - 1)
+                if deadline is not None and time.monotonic() + pause > deadline:
+                    break
+                time.sleep(pause)
+            retry: list[OutboxEvent] = []
+            for chunk in _chunks(pending, entries):
+                for event, code in self._put(chunk, entries):
+                    if code is None:
+                        published.append(event)
+                        errors.pop(event.event_id, None)
+                        continue
+                    errors[event.event_id] = code
+                    if code in TRANSIENT_CODES:
+                        retry.append(event)
+            pending = retry
+        return published, errors
+
+    def _put(
+        self, chunk: list[OutboxEvent], entries: Mapping[str, Mapping[str, Any]]
+    ) -> Iterator[tuple[OutboxEvent, str | None]]:
+        """Send one request; yield each event with its error code (None: accepted)."""
+        try:
+            with translate_errors("EventBridge", "PutEvents"):
+                response = self._events.get().put_events(
+                    Entries=[entries[event.event_id] for event in chunk]
+                )
+        except IdempotencyPersistenceLayerError as exc:
+            code = _cause(exc)
+            if len(chunk) > 1 and code not in TRANSIENT_CODES:
+                for event in chunk:  # rejected whole: find the event that is to blame
+                    yield from self._put([event], entries)
+                return
+            for event in chunk:
+                yield event, code
+            return
+        results = response.get("Entries") or []
+        for index, event in enumerate(chunk):
+            result = results[index] if index < len(results) else {"ErrorCode": "NoResult"}
+            yield event, result.get("ErrorCode") or (None if result.get("EventId") else "NoId")
+
+    def _mark(self, published: list[OutboxEvent], now_ms: int) -> int:
+        """Mark ``published`` as such; return how many marks failed (logged, not retried).
+
+        An unmarked event was delivered: failing its record would only deliver it again.
+        """
+        if not published:
+            return 0
+
+        def mark(event: OutboxEvent) -> bool:
+            try:
+                self.store.outbox_mark_published(event.event_id, now_ms)
+            except IdempotencyPersistenceLayerError as exc:
+                logger.error(
+                    "outbox event published but not marked: event=%s error=%s; a redelivery "
+                    "of its record publishes it again",
+                    event.event_id,
+                    _cause(exc),
+                )
+                return False
+            return True
+
+        if len(published) == 1:
+            return 0 if mark(published[0]) else 1
+        with ThreadPoolExecutor(min(_MARK_THREADS, len(published))) as pool:
+            return sum(not ok for ok in pool.map(mark, published))
+
+    def _measure(
+        self,
+        pending: list[OutboxEvent],
+        failed: set[str],
+        now_ms: int,
+        *,
+        published: int,
+        skipped: int,
+        unmarked: int,
+    ) -> None:
+        """Print the batch's outbox metrics (EMF)."""
+        metrics = [
+            Metric("OutboxPublished", COUNT, published),
+            Metric("OutboxPublishFailed", COUNT, len(failed)),
+            Metric("OutboxAlreadyPublished", COUNT, skipped),
+        ]
+        if unmarked:
+            metrics.append(Metric("OutboxMarkFailed", COUNT, unmarked))
+        if pending:
+            oldest = min(event.emitted_at_ms for event in pending)
+            metrics.append(
+                Metric("OutboxOldestUnpublishedAge", SECONDS, max(0, now_ms - oldest) / 1000)
+            )
+        sink = self._metrics
+        if sink is None:
+            import os
+
+            sink = self._metrics = EMFMetrics(
+                os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "idempotent_lambda"
+            )
+        sink.put(metrics)
+
+
+def _chunks(
+    events: list[OutboxEvent], entries: Mapping[str, Mapping[str, Any]]
+) -> Iterator[list[OutboxEvent]]:
+    """Split ``events`` into ``PutEvents`` requests: at most 10 entries and 256 KB each."""
+    chunk: list[OutboxEvent] = []
+    size = 0
+    for event in events:
+        entry_bytes = entry_size(entries[event.event_id])
+        if chunk and (len(chunk) == MAX_ENTRIES or size + entry_bytes > MAX_REQUEST_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(event)
+        size += entry_bytes
+    if chunk:
+        yield chunk
+
+
+def _deadline(context: Any) -> float | None:
+    """Return the ``time.monotonic()`` after which no retry starts; None without a context."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    try:
+        left_ms = int(remaining())
+    except (TypeError, ValueError):
+        return None
+    return time.monotonic() + (left_ms - _MARGIN_MS) / 1000
+
+
+def _cause(error: BaseException) -> str:
+    """Return the AWS error code behind ``error`` (or its class name)."""
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    if isinstance(response, Mapping):
+        code = response.get("Error", {}).get("Code")
+        if code:
+            return str(code)
+    return type(cause or error).__name__
