@@ -45,8 +45,8 @@ def _handler_retried(app: LocalApp, t: Transcript, outbox: Outbox) -> list[dict[
     per_order = Counter(str(_detail(r)["order_id"]) for r in mine)
     orders = {str(o["order_id"]) for o in _orders_of_run(app)}
     t.note(
-        f"{TAG} step 1 sent {len(app.answers)} POST /orders (a retry, 11 duplicates, a 422...) "
-        f"for {len(orders)} orders"
+        f"{TAG} step 1 sent {len(app.answers)} POST /orders for {len(orders)} orders (a retry, "
+        "10 concurrent duplicates and a late one, a 422, 400s)"
     )
     t.note(
         f"{TAG} IdempotencyTable stream: {on_stream} records; the publisher's filter delivers "

@@ -189,8 +189,9 @@ class RequestCounter:
 
     def __init__(self, session: boto3.session.Session) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
-        #: The same requests by the function that sent them: ``(function, table, operation)``.
-        self.by_function: Counter[tuple[str, str, str]] = Counter()
+        #: The requests on outbox items only (the publisher's reads and marks), by table and
+        #: operation: they are no idempotency decision's.
+        self.outbox: Counter[tuple[str, str]] = Counter()
         #: The ``TransactItems`` of every transaction sent, in order.
         self.transactions: list[list[dict[str, Any]]] = []
         #: Entries sent with ``PutEvents``, by bus.
@@ -220,11 +221,17 @@ class RequestCounter:
             tables = {
                 str(body.get("TableName", "-")) for write in writes for body in write.values()
             }
-        function = getattr(RUNNING, "function", "-")
+        keys = [params.get("Key")] if "Key" in params else []
+        for request in params.get("RequestItems", {}).values():
+            keys.extend(request.get("Keys", []))
+        on_outbox = bool(keys) and all(
+            str((key or {}).get("id", {}).get("S", "")).startswith("outbox#") for key in keys
+        )
         with self._lock:
             for table in tables:
                 self.counts[table, operation] += 1
-                self.by_function[function, table, operation] += 1
+                if on_outbox:
+                    self.outbox[table, operation] += 1
             if writes is not None:
                 self.transactions.append(list(writes))
 
@@ -232,9 +239,6 @@ class RequestCounter:
         """Count the requests on ``table`` (or bucket) by operation."""
         return Counter({op: n for (name, op), n in self.counts.items() if name == table})
 
-
-#: The function the current thread runs (`LocalApp.call`), to which `RequestCounter` counts.
-RUNNING = threading.local()
 
 _SHOWN_HEADERS = ("idempotent-replayed", "retry-after")
 
@@ -299,12 +303,8 @@ class LocalApp:
         with self._lock:
             self.invocations[function] += 1
             self.records[function] += len(event.get("Records", [])) or 1
-        RUNNING.function = function
-        try:
-            with self.metrics.tapping():
-                return invoke(self.handlers[function], event, function_name=function)
-        finally:
-            RUNNING.function = "-"
+        with self.metrics.tapping():
+            return invoke(self.handlers[function], event, function_name=function)
 
     def post_order(self, body: Any, key: str | None, *, caller: str = CALLER) -> Response:
         """``POST /orders`` with ``body`` and the ``Idempotency-Key`` header (None: omitted).
@@ -417,7 +417,7 @@ def build_app(
     if s3_endpoint_url is not None:
         environment["AWS_ENDPOINT_URL_S3"] = s3_endpoint_url
     if events_endpoint_url is not None:
-        environment["AWS_ENDPOINT_URL_EVENTS"] = events_endpoint_url
+        environment["AWS_ENDPOINT_URL_EVENTBRIDGE"] = events_endpoint_url
         environment["AWS_ENDPOINT_URL_SQS"] = events_endpoint_url
     os.environ.update(environment)
     stream_arn = dynamodb.describe_table(TableName=stack.tables["OrdersTable"])["Table"][
@@ -782,16 +782,13 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
     )
     store_calls = sum(int(d.get("store_calls", 0)) for d in decisions)
     # The publisher's reads and "published" marks are on outbox items, not records.
-    by_functions = {
-        op: n
-        for (function, table, op), n in app.requests.by_function.items()
-        if table == idempotency_table and function != PUBLISHER[0]
-    }
-    on_table = sum(by_functions.values())
-    batch_reads = by_functions.get("BatchGetItem", 0)
+    on_records = app.requests.for_table(idempotency_table) - Counter(
+        {op: n for (table, op), n in app.requests.outbox.items() if table == idempotency_table}
+    )
+    on_table, batch_reads = sum(on_records.values()), on_records["BatchGetItem"]
     t.expect(
-        f"every request of the idempotent functions on IdempotencyTable is an accounted "
-        f"decision or a batch's read of all its keys ({on_table}, {batch_reads} batch reads)",
+        f"every request on IdempotencyTable's records is an accounted decision or a batch's "
+        f"read of all its keys ({on_table}, {batch_reads} batch reads)",
         store_calls + batch_reads == on_table,
     )
     replayed = [d for d in decisions if d["outcome"] == "REPLAYED"]

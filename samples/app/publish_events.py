@@ -16,8 +16,10 @@ from __future__ import annotations
 from idempotent_lambda import outbox
 
 from .aws import events_client, outbox_store
-from .observability import logger, metrics
+from .observability import logger
 
+# Its metrics (OutboxPublished, OutboxOldestUnpublishedAge...) are EMF documents in the
+# functions' namespace (POWERTOOLS_METRICS_NAMESPACE) and service, where the alarm watches.
 handler = logger.inject_lambda_context(
-    metrics.log_metrics(outbox.publish_handler(outbox_store(), events_client=events_client()))
+    outbox.publish_handler(outbox_store(), events_client=events_client())
 )

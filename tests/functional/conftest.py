@@ -71,14 +71,15 @@ def patient_sample() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def sample_app() -> Iterator[LocalApp]:
-    """Start a moto server, create the template's tables and bucket on it, load the handlers."""
+    """Start a moto server, create the template's tables, bucket, bus and queue on it, load the
+    handlers."""
     from idempotent_lambda.testing import local_dynamodb
 
     saved = dict(os.environ)
     with patient_sample(), local_dynamodb() as endpoint:
         try:
             os.environ.update(_DUMMY_AWS)
-            app = build_app(endpoint, s3_endpoint_url=endpoint)
+            app = build_app(endpoint, s3_endpoint_url=endpoint, events_endpoint_url=endpoint)
             app.environment.update(_DUMMY_AWS)
         finally:
             os.environ.clear()
