@@ -45,8 +45,8 @@ def _handler_retried(app: LocalApp, t: Transcript, outbox: Outbox) -> list[dict[
     per_order = Counter(str(_detail(r)["order_id"]) for r in mine)
     orders = {str(o["order_id"]) for o in _orders_of_run(app)}
     t.note(
-        f"{TAG} step 1 sent {len(app.answers)} POST /orders for {len(orders)} orders (a retry, "
-        "10 concurrent duplicates and a late one, a 422, 400s)"
+        f"{TAG} step 1 created {len(orders)} orders, with a retry, 10 concurrent duplicates and "
+        "a late one, a 422 and 400s"
     )
     t.note(
         f"{TAG} IdempotencyTable stream: {on_stream} records; the publisher's filter delivers "
@@ -176,8 +176,13 @@ def _of_run(records: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
 
 
 def _orders_of_run(app: LocalApp) -> list[dict[str, Any]]:
+    """The orders this run created (a fork of the app shares its answers with the others)."""
     return [
-        r.body for r in app.answers if r.status == 201 and "idempotent-replayed" not in r.headers
+        r.body
+        for r in app.answers
+        if r.status == 201
+        and "idempotent-replayed" not in r.headers
+        and str(r.body.get("customer_id", "")).endswith(f"-{app.run_id}")
     ]
 
 

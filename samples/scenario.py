@@ -286,6 +286,8 @@ class LocalApp:
     #: The outbox: its stream (filtered as the publisher's mapping filters), the consumer's
     #: queue, the fault that kills the publisher. None without EventBridge and SQS endpoints.
     outbox: Outbox | None = None
+    #: Event bus name by logical id (named even without an EventBridge endpoint).
+    buses: dict[str, str] = field(default_factory=dict)
     invocations: Counter[str] = field(default_factory=Counter)
     #: The functions' EMF metric documents (`MetricsOutput`).
     metrics: MetricsOutput = field(default_factory=MetricsOutput)
@@ -456,6 +458,7 @@ def build_app(
         requests=requests,
         run_id=uuid.uuid4().hex[:8],
         outbox=outbox,
+        buses=stack.buses,
     )
 
 
