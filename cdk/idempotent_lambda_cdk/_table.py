@@ -7,9 +7,12 @@ import re
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 #: The folder of every function's offloaded results; the bucket's lifecycle rule expires it.
@@ -21,6 +24,15 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 #: What a batch handler adds: one read of all a batch's keys before claiming any.
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
+
+#: How outbox items' keys start (`idempotent_lambda.outbox`; no record's key can).
+OUTBOX_KEY_PREFIX = "outbox#"
+#: What `outbox.emit` needs: its item is a Put in the record's transaction.
+EMIT_ACTIONS = ("dynamodb:PutItem",)
+#: What the publisher calls on outbox items: one read of a batch's items, a mark per event.
+PUBLISH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:UpdateItem")
+#: What Lambda's event source mapping reads the stream with, on the publisher's role.
+STREAM_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
 
 #: The variable naming a granted function's key prefixes; the library checks it at decoration
 #: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
@@ -56,6 +68,8 @@ class IdempotencyTable(Construct):
         record_expiry: The functions' `expires_after_seconds`: offloaded objects expire after
             it, in whole days rounded up (S3 counts days).
         removal_policy: What deleting the stack does to the table and bucket.
+        outbox: The functions emit events with `idempotent_lambda.outbox.emit`: the table
+            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`.
 
     Attributes:
         table: The `aws_dynamodb.Table`.
@@ -71,6 +85,7 @@ class IdempotencyTable(Construct):
         large_results: bool = False,
         record_expiry: Duration | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        outbox: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self._granted: dict[str, list[str]] = {}
@@ -87,6 +102,7 @@ class IdempotencyTable(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=removal_policy == RemovalPolicy.RETAIN,
             removal_policy=removal_policy,
+            stream=dynamodb.StreamViewType.NEW_IMAGE if outbox else None,
         )
         self.bucket: s3.Bucket | None = None
         if large_results:
@@ -117,6 +133,7 @@ class IdempotencyTable(Construct):
         key_prefix: str,
         batch: bool = False,
         offload: bool = False,
+        emit: bool = False,
     ) -> iam.Grant:
         """Let `grantee` keep its idempotency records, and only those of `key_prefix`.
 
@@ -135,16 +152,21 @@ class IdempotencyTable(Construct):
             offload: The function offloads large results to the bucket (its store has
                 `large_result_bucket` and `record_format="native"`; the default format never
                 offloads). Needs `large_results=True`.
+            emit: The function calls `outbox.emit`: also PutItem on outbox items (keys
+                `outbox#*`), nothing else of them. Needs `outbox=True`.
 
         Returns:
             The grant (the table's, combined with the bucket's).
 
         Raises:
             ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
-                `offload` is asked of a table without the bucket.
+                `offload` is asked of a table without the bucket, or `emit` of one without
+                the outbox.
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
+        if emit and self.table.table_stream_arn is None:
+            raise ValueError("emit=True needs IdempotencyTable(..., outbox=True)")
         self._name_granted_prefix(grantee, key_prefix)
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
@@ -152,6 +174,8 @@ class IdempotencyTable(Construct):
             resource_arns=[self.table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{key_prefix}#*"]}},
         )
+        if emit:
+            grant = grant.combine(self._grant_outbox_items(grantee, EMIT_ACTIONS))
         if offload and self.bucket is None:
             raise ValueError("offload=True needs IdempotencyTable(..., large_results=True)")
         if not offload or self.bucket is None:
@@ -171,3 +195,78 @@ class IdempotencyTable(Construct):
         if key_prefix not in prefixes:
             prefixes.append(key_prefix)
         grantee.add_environment(GRANTED_KEY_PREFIXES_ENV, ",".join(prefixes))
+
+    def add_outbox_publisher(
+        self,
+        publisher: lambda_.Function,
+        *,
+        event_bus: events.IEventBus,
+        on_failure: sqs.IQueue | None = None,
+        retry_attempts: int = 10,
+        max_record_age: Duration | None = None,
+    ) -> lambda_.EventSourceMapping:
+        """Run `publisher` (its handler is `outbox.publish_handler(store)`) on the table's stream.
+
+        The mapping delivers the INSERTs of outbox items only (a filter on `outbox#` keys), one
+        batch per shard at a time, and takes the handler's `batchItemFailures`; a failed batch
+        is split to find the bad record, retried `retry_attempts` times within
+        `max_record_age` (6 hours by default), then reported to `on_failure`. What is given up
+        on stays unpublished in the table, for the CLI to list and republish.
+
+        `publisher` gets exactly what it calls: `events:PutEvents` on `event_bus`, BatchGetItem
+        and UpdateItem on outbox items (no idempotency record), the stream's reads (ListStreams
+        on this table's streams only), and `sqs:SendMessage` on `on_failure`.
+
+        Raises:
+            ValueError: The table was made without `outbox=True`.
+        """
+        stream_arn = self.table.table_stream_arn
+        if stream_arn is None:
+            raise ValueError("add_outbox_publisher needs IdempotencyTable(..., outbox=True)")
+        self._grant_outbox_items(publisher, PUBLISH_ACTIONS)
+        event_bus.grant_put_events_to(publisher)
+        # Not table.grant_stream_read: it grants dynamodb:ListStreams on "*".
+        iam.Grant.add_to_principal(
+            grantee=publisher, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn]
+        )
+        iam.Grant.add_to_principal(
+            grantee=publisher,
+            actions=["dynamodb:ListStreams"],
+            resource_arns=[f"{self.table.table_arn}/stream/*"],
+        )
+        return lambda_.EventSourceMapping(
+            self,
+            f"OutboxPublisher{publisher.node.id}",
+            target=publisher,
+            event_source_arn=stream_arn,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=100,
+            max_batching_window=Duration.seconds(1),
+            parallelization_factor=1,
+            report_batch_item_failures=True,
+            bisect_batch_on_error=True,
+            retry_attempts=retry_attempts,
+            max_record_age=max_record_age or Duration.hours(6),
+            on_failure=None if on_failure is None else event_sources.SqsDlq(on_failure),
+            filters=[
+                lambda_.FilterCriteria.filter(
+                    {
+                        "eventName": lambda_.FilterRule.is_equal("INSERT"),
+                        "dynamodb": {
+                            "Keys": {"id": {"S": lambda_.FilterRule.begins_with(OUTBOX_KEY_PREFIX)}}
+                        },
+                    }
+                )
+            ],
+        )
+
+    def _grant_outbox_items(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> iam.Grant:
+        """Grant `actions` on outbox items only (keys `outbox#*`)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions),
+            resource_arns=[self.table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{OUTBOX_KEY_PREFIX}*"]}
+            },
+        )
