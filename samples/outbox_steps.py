@@ -18,7 +18,8 @@ from decimal import Decimal
 from typing import Any
 
 from samples.local_lambda import PublisherKilled, sqs_event, stream_event
-from samples.scenario import PUBLISHER, LocalApp, Outbox, Transcript, order_body
+from samples.local_stack import load_template
+from samples.scenario import PUBLISHER, LocalApp, Outbox, Transcript, metric_total, order_body
 
 PUBLISH, CONSUME = PUBLISHER[0], "ReserveStockFunction"
 #: How every outbox line of the transcript starts, so they can be picked out of it.
@@ -32,10 +33,12 @@ def step_outbox(app: LocalApp, t: Transcript) -> None:
     if outbox is None:
         t.note("skipped: no EventBridge and SQS endpoint (the embedded server has both)")
         return
+    documents = len(app.metrics.documents)
     batch = _handler_retried(app, t, outbox)
     _publish_and_consume(app, t, outbox, batch)
     _stream_record_redelivered(app, t, outbox, batch)
     _publisher_killed(app, t, outbox)
+    _alarmed_metric(app, t, app.metrics.documents[documents:])
 
 
 def _handler_retried(app: LocalApp, t: Transcript, outbox: Outbox) -> list[dict[str, Any]]:
@@ -150,6 +153,31 @@ def _publisher_killed(app: LocalApp, t: Transcript, outbox: Outbox) -> None:
         and len(keys) == 1
         and (runs, replays) == (1, 1)
         and reserved == _quantities(batch),
+    )
+
+
+def _alarmed_metric(app: LocalApp, t: Transcript, documents: list[dict[str, Any]]) -> None:
+    """The publisher's EMF metrics, where the template's outbox alarm looks for them."""
+    template = load_template()
+    alarm = template["Resources"]["OutboxUnpublishedAgeAlarm"]["Properties"]
+    namespace = app.environment["POWERTOOLS_METRICS_NAMESPACE"]
+    service = app.environment["POWERTOOLS_SERVICE_NAME"]
+    ages = [
+        float(document[alarm["MetricName"]])
+        for document in documents
+        if alarm["MetricName"] in document
+        and document.get("service") == service
+        and namespace in {d["Namespace"] for d in document["_aws"]["CloudWatchMetrics"]}
+    ]
+    t.note(
+        f"{TAG} metrics: OutboxPublished {metric_total(documents, 'OutboxPublished'):.0f}, "
+        f"OutboxAlreadyPublished {metric_total(documents, 'OutboxAlreadyPublished'):.0f}; "
+        f"{alarm['MetricName']} in {len(ages)} batches, at most {max(ages, default=0):.1f} s "
+        f"(OutboxUnpublishedAgeAlarm: over {alarm['Threshold']} s)"
+    )
+    t.expect(
+        f"{TAG} the publisher reports the age its alarm watches, in {namespace}/{service}",
+        bool(ages) and max(ages) < alarm["Threshold"],
     )
 
 

@@ -72,7 +72,7 @@ def test_the_outbox_step_passes_every_check(app: LocalApp) -> None:
     step_create_orders(app, t)
     step_outbox(app, t)
     assert [] == t.failures, "\n".join(lines)
-    assert 9 == sum(TAG in line and "[ok]" in line for line in lines)
+    assert 10 == sum(TAG in line and "[ok]" in line for line in lines)
 
 
 def test_each_order_reserves_its_stock_once_through_the_bus(app: LocalApp) -> None:
