@@ -153,6 +153,17 @@ def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, An
     operators' methods (list, read one) are granted to no function."""
     calls = client_calls(ROOT / "idempotent_lambda/persistence/dynamodb/_outbox.py")
     assert PUBLISHER_METHODS | OPERATOR_METHODS <= set(calls)
+    sending = {method for method, sent in calls.items() if sent}
+    assert sending <= PUBLISHER_METHODS | OPERATOR_METHODS  # a new one must be placed here
+    publisher = ast.parse((ROOT / "idempotent_lambda/outbox/_publisher.py").read_text("utf-8"))
+    used = {
+        node.attr
+        for node in ast.walk(publisher)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "store"
+    }
+    assert used & sending == PUBLISHER_METHODS  # what the publisher calls that sends requests
     actions = {
         "batch_get_item": "dynamodb:BatchGetItem",
         "update_item": "dynamodb:UpdateItem",
