@@ -32,7 +32,8 @@ Metrics per decision (unit Count unless noted), as `decision_metrics` derives th
 | ``StoreLatency`` | time spent in store calls by the invocation (Milliseconds) |
 | ``StoreCalls`` | round trips made to the store by the invocation |
 
-Outcomes added later are counted under their CamelCase name.
+Outcomes added later are counted under their CamelCase name. The outbox publisher prints its own
+metrics (``OutboxOldestUnpublishedAge`` and counts) with `EMFMetrics.put`.
 """
 
 from __future__ import annotations

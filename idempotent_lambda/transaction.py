@@ -83,7 +83,7 @@ class Transaction:
             business writes; or a value has no DynamoDB form (``float``: use ``Decimal``).
     """
 
-    __slots__ = ("_open", "_store", "_writes", "events", "record_key")
+    __slots__ = ("_open", "_store", "_writes", "emitted", "record_key")
 
     def __init__(self, store: object, record_key: str | None = None) -> None:
         """Start an empty transaction for an invocation that uses ``store``.
@@ -95,8 +95,8 @@ class Transaction:
         self._writes: list[TransactItem] = []
         self._open = True
         self.record_key = record_key
-        #: Outbox events queued so far (`idempotent_lambda.outbox.emit`), their next position.
-        self.events = 0
+        #: Outbox events queued so far (`idempotent_lambda.outbox.emit`): the next one's position.
+        self.emitted = 0
 
     @property
     def store(self) -> object:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -23,6 +23,8 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
+#: Stream views the outbox publisher works with.
+OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 MREC_WARNING = (
     "multi-Region eventual consistency (MREC): two Regions can both run one request; "
     "use MRSC or route each key to one Region"
@@ -216,6 +218,49 @@ def permissions(statements: Iterable[Mapping[str, Any]], table_arn: str, role: s
     return checks
 
 
+def stream(
+    table: Mapping[str, Any], *, asked: bool, has_outbox: Callable[[], bool]
+) -> Check | None:
+    """The table's stream carries outbox items to `outbox.publish_handler`.
+
+    Checked when ``asked`` (``--outbox``) or when the table holds outbox items (``has_outbox``
+    is only called when the stream does not suffice); None: not checked.
+    """
+    spec = table.get("StreamSpecification") or {}
+    view = spec.get("StreamViewType")
+    enable = (
+        "aws dynamodb update-table --table-name <table> --stream-specification "
+        "StreamEnabled=true,StreamViewType=NEW_IMAGE"
+    )
+    then = ", then point publish_handler's event source mapping at the new stream"
+    if spec.get("StreamEnabled") and view in OUTBOX_VIEWS:
+        return Check("outbox stream", OK, f"stream enabled ({view})")
+    if not asked and not has_outbox():
+        return None
+    if not spec.get("StreamEnabled"):
+        return Check(
+            "outbox stream", FAIL, "no stream: outbox events are never published", enable + then
+        )
+    return Check(
+        "outbox stream",
+        FAIL,
+        f"the stream's view is {view}; the publisher's filter reads NEW_IMAGE",
+        "a stream's view cannot change: disable the stream (StreamEnabled=false), then "
+        + enable
+        + then,
+    )
+
+
+def _has_outbox(args: argparse.Namespace, client: Any) -> bool:
+    """Tell whether a first page of the table holds an outbox item (one Scan or Query)."""
+    from idempotent_lambda.cli._records import store_from
+
+    return (
+        next(iter(store_from(args).outbox_scan(unpublished_only=False, limit=1000)), None)
+        is not None
+    )
+
+
 def _as_list(value: Any) -> list[str]:
     if value is None:
         return []
@@ -241,6 +286,9 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     checks += recovery(dict(client.describe_continuous_backups(TableName=args.table)), table)
     checks.append(_capacity_of(args, client, table))
     checks.append(global_table(table))
+    found = stream(table, asked=args.outbox, has_outbox=lambda: _has_outbox(args, client))
+    if found is not None:
+        checks.append(found)
     role = args.role or _role_of_function(args, client)
     if role:
         checks += permissions(_role_statements(args, client, role), table["TableArn"], role)

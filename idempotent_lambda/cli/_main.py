@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idempotent_lambda import __version__
-from idempotent_lambda.cli import _doctor, _keys, _records
+from idempotent_lambda.cli import _doctor, _keys, _outbox, _records
 from idempotent_lambda.cli._output import ERROR, INTERRUPTED, CliError, Screen
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
 
@@ -29,6 +29,8 @@ examples:
       --function-name orders-prod sqs-event.json
   idempotent-lambda create-table --table idempotency --endpoint-url http://localhost:8000
   idempotent-lambda doctor --table idempotency --function orders-prod
+  idempotent-lambda outbox list --table idempotency
+  idempotent-lambda outbox republish --table idempotency 5b0c3f0e-...
 """
 
 _CREDENTIAL_CODES = frozenset(
@@ -192,6 +194,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan_options(release)
     release.add_argument("--yes", action="store_true", help="really delete them")
 
+    outbox = commands.add_parser("outbox", help="list unpublished outbox events, republish one")
+    outbox_actions = outbox.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listed = _leaf(
+        outbox_actions,
+        "list",
+        _outbox.list_events,
+        "List outbox events not yet published, oldest first, with their age.",
+        table=True,
+    )
+    listed.add_argument("--all", action="store_true", help="published events too")
+    again = _leaf(
+        outbox_actions,
+        "republish",
+        _outbox.republish,
+        "Put one outbox event on EventBridge now (with its id), then mark it published.",
+        table=True,
+    )
+    again.add_argument("event_id", metavar="EVENT_ID", help="the event's id (outbox list)")
+    again.add_argument("--event-bus-name", default=None, help="bus of an event emitted without one")
     _keys.add_key_options(
         _leaf(commands, "key", _keys.compute_key, "Print the idempotency key an event gets.")
     )
@@ -211,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Check a table: key schema, TTL, recovery, capacity, global-table mode, and a role's "
         "permissions (exit 1 when a check fails).",
         table=True,
+    )
+    doctor.add_argument(
+        "--outbox",
+        action="store_true",
+        help="check the table's stream for the outbox publisher even if no outbox item is found",
     )
     who = doctor.add_mutually_exclusive_group()
     who.add_argument("--role", metavar="ARN", help="check this IAM role's permissions too")

@@ -108,7 +108,7 @@ def emit(
         )
     clock = getattr(store, "clock", SYSTEM_CLOCK)
     event = OutboxEvent(
-        event_id=event_id(transaction.record_key, transaction.events),
+        event_id=event_id(transaction.record_key, transaction.emitted),
         detail_type=detail_type,
         detail=text,
         source=source or DEFAULT_SOURCE,
@@ -120,8 +120,8 @@ def emit(
         raise IdempotencyTransactionError(
             f"emit: the event is {size} bytes; EventBridge takes at most {MAX_ENTRY_BYTES}"
         )
-    transaction.add(put(event))
-    transaction.events += 1
+    transaction.add(put(event, transaction.record_key))
+    transaction.emitted += 1
     return event.event_id
 
 

@@ -1,16 +1,18 @@
 """One outbox event: its id, its item in the idempotency table, its ``PutEvents`` entry.
 
-The item is a stored format (see the Outbox guide, "The outbox item"). Its key is
-``outbox#<event id>``, in the attribute that holds idempotency keys: every idempotency key ends
-in ``#`` and a hexadecimal digest, and an event id is a UUID with dashes, so no record can ever
-have an outbox item's key. Outbox attributes all start with ``outbox_``; an item may carry more
-of them (a trace context, say) than this version reads: they are kept and ignored.
+The item is a stored format (see the Outbox guide, "The outbox item"). Its key, in the attribute
+that holds idempotency keys, is ``<record key>#outbox#<event id>``: it starts with the record's
+key, so an IAM ``dynamodb:LeadingKeys`` condition on ``<key prefix>#*`` covers it, and it ends
+in a UUID with dashes where every idempotency key ends in ``#`` and a hexadecimal digest, so no
+record can ever have it. Outbox attributes all start with ``outbox_``; an item may carry more of
+them (a trace context, say) than this version reads: they are kept and ignored.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,8 +21,9 @@ from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError, IdempotencyTransactionError
 
-#: Key of an outbox item: this prefix, then the event id.
-KEY_PREFIX = "outbox#"
+#: Between the record's key and the event id in an outbox item's key.
+KEY_MARK = "#outbox#"
+_KEY = re.compile(r"(?:^|#)outbox#[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 #: Namespace of the UUIDv5 event ids (a stored format: never change it).
 ID_NAMESPACE = uuid.UUID("5b0c3f0e-6a43-4f4e-9d8e-0d1f6f0c7a11")
 #: Where the event id goes in the published ``detail`` (read by `event_keys.OUTBOX_EVENT`).
@@ -56,9 +59,14 @@ def event_id(record_key: str | None, position: int) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"{record_key}#{position}"))
 
 
+def item_key(record_key: str | None, event_id: str) -> str:
+    """Return the key of an event's item: after the record's key (``outbox#...`` without one)."""
+    return f"{record_key or ''}{KEY_MARK}{event_id}".removeprefix("#")
+
+
 def is_outbox_key(key: object) -> bool:
     """Tell whether an idempotency-key attribute's value is an outbox item's key."""
-    return isinstance(key, str) and key.startswith(KEY_PREFIX)
+    return isinstance(key, str) and _KEY.search(key) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +90,6 @@ class OutboxEvent:
     event_bus_name: str | None
     emitted_at_ms: int
     published_at_ms: int | None = None
-
-    @property
-    def key(self) -> str:
-        """Return the idempotency-key attribute's value of its item."""
-        return KEY_PREFIX + self.event_id
 
     def attributes(self) -> dict[str, Any]:
         """Return its item's attributes (low-level form), without the key and the TTL."""
@@ -131,10 +134,19 @@ class OutboxEvent:
                     f"outbox item without an integer '{name}'"
                 ) from exc
 
+        detail = str(text(DETAIL))
+        try:
+            parsed = json.loads(detail)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise IdempotencyCorruptRecordError(
+                f"outbox item whose '{DETAIL}' is not a JSON object"
+            )
         return cls(
             event_id=str(text(ID)),
             detail_type=str(text(DETAIL_TYPE)),
-            detail=str(text(DETAIL)),
+            detail=detail,
             source=str(text(SOURCE)),
             event_bus_name=text(BUS, required=False),
             emitted_at_ms=int(number(EMITTED_AT) or 0),

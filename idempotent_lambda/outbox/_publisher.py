@@ -21,6 +21,7 @@ One batch, in order:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -71,7 +72,7 @@ class Publisher:
         default_bus: str | None = None,
         metrics: EMFMetrics | None = None,
     ) -> None:
-        for method in ("outbox_event_id", "outbox_items", "outbox_mark_published"):
+        for method in ("outbox_key", "outbox_items", "outbox_mark_published"):
             if not callable(getattr(store, method, None)):
                 raise IdempotencyConfigError(
                     f"publish_handler needs a DynamoDBPersistenceLayer, not {type(store).__name__}"
@@ -95,7 +96,7 @@ class Publisher:
             logger.error("outbox batch rejected: a record has no SequenceNumber; all are retried")
             return partial_response([i for i in identifiers if i is not None])
         failed: set[int] = set()
-        wanted: list[tuple[int, str]] = []
+        wanted: list[tuple[int, dict[str, Any]]] = []
         for index, raw in enumerate(records):
             try:
                 record = DynamoDBStreamRecord.from_raw(raw)
@@ -105,51 +106,54 @@ class Publisher:
                 continue
             if record.event_name == "REMOVE":
                 continue
-            found = self.store.outbox_event_id(record.keys)
-            if found is not None:
-                wanted.append((index, found))
+            key = self.store.outbox_key(raw["dynamodb"]["Keys"])
+            if key is not None:
+                wanted.append((index, key))
         if wanted:
-            unpublished = self._publish_batch(wanted, _deadline(context))
-            failed.update(index for index, event_id in wanted if event_id in unpublished)
+            unpublished = self._publish_batch([key for _, key in wanted], _deadline(context))
+            failed.update(index for index, key in wanted if _ident(key) in unpublished)
         if not failed:
             return partial_response([])
         first = min(failed)  # the stream's checkpoint: everything from there on comes again
         return partial_response([str(i) for i in identifiers[first:]])
 
-    def _publish_batch(self, wanted: list[tuple[int, str]], deadline: float | None) -> set[str]:
-        """Publish what ``wanted`` names and is not yet published; return the ids that failed."""
-        ids = [event_id for _, event_id in wanted]
+    def _publish_batch(self, keys: list[dict[str, Any]], deadline: float | None) -> set[str]:
+        """Publish the items at ``keys`` not yet published; return those that failed (`_ident`)."""
+        wanted = {_ident(key): key for key in keys}
         try:
-            items = self.store.outbox_items(ids)
+            items = self.store.outbox_items(list(wanted.values()))
         except IdempotencyPersistenceLayerError as exc:
-            logger.error("outbox read failed: events=%d error=%s", len(ids), _cause(exc))
-            return set(ids)
+            logger.error("outbox read failed: events=%d error=%s", len(wanted), _cause(exc))
+            return set(wanted)
+        found = {_ident(self.store.outbox_key(item) or {}): item for item in items}
         pending: list[OutboxEvent] = []
+        where: dict[str, str] = {}  # event id -> its key's ident
         failed: set[str] = set()
         skipped = 0
-        for event_id in dict.fromkeys(ids):
-            item = items.get(event_id)
+        for ident in wanted:
+            item = found.get(ident)
             if item is None:
                 skipped += 1  # expired or deleted: nothing left to publish
                 continue
             try:
                 event = OutboxEvent.from_item(item)
             except IdempotencyCorruptRecordError as exc:
-                logger.error("outbox item unreadable: event=%s %s", event_id, exc)
-                failed.add(event_id)
+                logger.error("outbox item unreadable: key=%s %s", ident, exc)
+                failed.add(ident)
                 continue
             if event.published_at_ms is not None:
                 skipped += 1
                 continue
             pending.append(event)
+            where[event.event_id] = ident
         published, errors = self.publish(pending, deadline)
         for event_id, code in errors.items():
             logger.error("outbox event not published: event=%s error=%s", event_id, code)
-        failed.update(errors)
+        failed.update(where[event_id] for event_id in errors)
         now_ms = self.store.clock.now_ms()
-        unmarked = self._mark(published, now_ms)
+        unmarked = self._mark(published, now_ms, {e: wanted[where[e]] for e in where})
         self._measure(
-            pending, failed, now_ms, published=len(published), skipped=skipped, unmarked=unmarked
+            pending, errors, now_ms, published=len(published), skipped=skipped, unmarked=unmarked
         )
         return failed
 
@@ -213,7 +217,9 @@ class Publisher:
             result = results[index] if index < len(results) else {"ErrorCode": "NoResult"}
             yield event, result.get("ErrorCode") or (None if result.get("EventId") else "NoId")
 
-    def _mark(self, published: list[OutboxEvent], now_ms: int) -> int:
+    def _mark(
+        self, published: list[OutboxEvent], now_ms: int, keys: Mapping[str, Mapping[str, Any]]
+    ) -> int:
         """Mark ``published`` as such; return how many marks failed (logged, not retried).
 
         An unmarked event was delivered: failing its record would only deliver it again.
@@ -223,7 +229,7 @@ class Publisher:
 
         def mark(event: OutboxEvent) -> bool:
             try:
-                self.store.outbox_mark_published(event.event_id, now_ms)
+                self.store.outbox_mark_published(keys[event.event_id], now_ms)
             except IdempotencyPersistenceLayerError as exc:
                 logger.error(
                     "outbox event published but not marked: event=%s error=%s; a redelivery "
@@ -242,7 +248,7 @@ class Publisher:
     def _measure(
         self,
         pending: list[OutboxEvent],
-        failed: set[str],
+        failed: Mapping[str, str],
         now_ms: int,
         *,
         published: int,
@@ -299,6 +305,11 @@ def _deadline(context: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return time.monotonic() + (left_ms - _MARGIN_MS) / 1000
+
+
+def _ident(key: Mapping[str, Any]) -> str:
+    """Return a primary key (low-level form) as one comparable string."""
+    return json.dumps(key, sort_keys=True)
 
 
 def _cause(error: BaseException) -> str:

@@ -108,7 +108,7 @@ class InMemoryPersistenceLayer:
         with self._lock:
             self._commit(writes)
 
-    def outbox_put(self, event: OutboxEvent) -> TransactItem:
+    def outbox_put(self, event: OutboxEvent, record_key: str | None) -> TransactItem:
         """Return the write of an outbox event: it commits into `committed_writes` like any.
 
         `outbox_events` reads them back.

@@ -480,6 +480,76 @@ def run_order_workflow(module: ModuleType) -> None:
     assert first["receipt"]["message_id"].endswith("_ch_" + first["order_id"])
 
 
+def run_outbox(
+    module: ModuleType,
+    aws: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Emit with the order, publish from the table's stream, consume from a rule's queue."""
+    from tests.integration._outbox_stack import lambda_shape
+
+    for service in ("EVENTBRIDGE", "SQS", "DYNAMODBSTREAMS"):
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", aws)
+    dynamodb, events, sqs = (boto3.client(name) for name in ("dynamodb", "events", "sqs"))
+    table = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]
+    if not table.get("StreamSpecification", {}).get("StreamEnabled"):
+        dynamodb.update_table(
+            TableName="IdempotencyTable",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        )
+    stream_arn = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]["LatestStreamArn"]
+    queue_url = sqs.create_queue(QueueName=f"order-created-{event_id()}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    rule = f"order-created-{event_id()}"
+    pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
+    events.put_rule(Name=rule, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    publisher = load_example("outbox/publisher.py")
+    consumer = load_example("outbox/consumer.py")
+    try:
+        order = {"order_id": event_id(), "total": "25.00"}
+        first = module.handler(order, FakeLambdaContext())
+        assert first == module.handler(order, FakeLambdaContext())  # a retry: one event
+        streams = boto3.client("dynamodbstreams", endpoint_url=aws)
+        records = []
+        for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            records += [
+                lambda_shape(r, stream_arn)
+                for r in streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+            ]
+        ours = [
+            r
+            for r in records
+            if r["dynamodb"]["Keys"]["id"]["S"].endswith("#outbox#" + first["event_id"])
+        ]
+        assert 1 == len(ours)
+        for _ in range(2):  # the stream delivers the record again: still one event
+            assert {"batchItemFailures": []} == publisher.handler({"Records": ours}, None)
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+        assert [first["event_id"]] == [
+            json.loads(m["Body"])["detail"]["outbox"]["id"] for m in messages
+        ]
+        batch = sqs_batch(
+            records=[{"body": m["Body"], "message_id": m["MessageId"]} for m in messages],
+            queue_arn=queue_arn,
+        )
+        capsys.readouterr()
+        for _ in range(2):  # SQS delivers the message again: one confirmation
+            assert {"batchItemFailures": []} == consumer.handler(batch, FakeLambdaContext())
+        assert [
+            f"confirmation sent for {order['order_id']}"
+        ] == capsys.readouterr().out.splitlines()
+    finally:
+        events.remove_targets(Rule=rule, Ids=["queue"])
+        events.delete_rule(Name=rule)
+
+
 RUNNERS: dict[str, Callable[..., None]] = {
     "getting_started/first_handler.py": run_first_handler,
     "getting_started/any_function.py": run_any_function,
@@ -502,7 +572,10 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
+    "outbox/create_order.py": run_outbox,
 }
+#: Examples that a runner above loads and runs with the one it is given.
+RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
     "testing/test_handler.py",
@@ -573,7 +646,7 @@ def test_example_mapping_reports_partial_batches_and_bounds_retries(relative: st
 def test_every_example_is_run() -> None:
     """No file under examples/ escapes the tests above."""
     found = {path.relative_to(EXAMPLES).as_posix() for path in EXAMPLES.rglob("*.py")}
-    assert set(RUNNERS) | set(TEST_MODULES) | set(SYNTHESIZED) == found
+    assert set(RUNNERS) | set(RUN_ALONG) | set(TEST_MODULES) | set(SYNTHESIZED) == found
 
 
 def fenced_blocks(text: str) -> list[tuple[str, list[str]]]:
@@ -614,7 +687,7 @@ def test_docs_include_every_example() -> None:
         for line in page.read_text(encoding="utf-8").splitlines()
         if (match := SNIPPET.match(line.strip()))
     }
-    assert set(RUNNERS) | set(TEST_MODULES) | set(SYNTHESIZED) <= shown
+    assert set(RUNNERS) | set(RUN_ALONG) | set(TEST_MODULES) | set(SYNTHESIZED) <= shown
 
 
 def test_readme_example_is_the_tested_one() -> None:

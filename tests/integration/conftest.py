@@ -25,6 +25,7 @@ from tests.integration._dynalite import (  # noqa: F401 - fixtures
     dynalite_endpoint,
     make_dynalite_table,
 )
+from tests.integration._outbox_stack import stack  # noqa: F401 - fixture
 from tests.integration._redis_server import (  # noqa: F401 - fixtures
     redis_client,
     redis_cluster_port,

@@ -8,6 +8,7 @@ list them (``Scan``, or ``Query`` in composite-key mode) and read one (``GetItem
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -19,12 +20,13 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.outbox._event import (
     EMITTED_AT,
-    KEY_PREFIX,
+    ID,
     PUBLISHED_AT,
     PUBLISHED_RETENTION_SECONDS,
     RETENTION_SECONDS,
     OutboxEvent,
     is_outbox_key,
+    item_key,
 )
 from idempotent_lambda.persistence.protocol import TransactItem
 
@@ -46,55 +48,56 @@ class OutboxMethods:
 
         def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
 
-    def outbox_put(self, event: OutboxEvent) -> TransactItem:
-        """Return the ``Put`` of ``event``'s item, to commit in the record's transaction.
+    def outbox_put(self, event: OutboxEvent, record_key: str | None) -> TransactItem:
+        """Return the ``Put`` of ``event``'s item, to commit in ``record_key``'s transaction.
 
         The put is unconditional: a body that runs again after its record expired emits the
         same ids, and its items replace the old ones.
         """
         expires = event.emitted_at_ms // 1000 + RETENTION_SECONDS
         item = {
-            **self._schema.key(event.key),
+            **self._schema.key(item_key(record_key, event.event_id)),
             **event.attributes(),
             self._schema.expiry_attr: {"N": str(expires)},
         }
         return {"Put": {"TableName": self.table_name, "Item": item}}
 
-    def outbox_event_id(self, keys: Mapping[str, Any]) -> str | None:
-        """Return the event id of the item with primary key ``keys`` (plain values), or None."""
-        key = keys.get(self._schema.idempotency_key_attr)
-        if not is_outbox_key(key):
-            return None
-        if self._schema.sort_key_attr and keys.get(self._schema.key_attr) != (
-            self._schema.static_pk_value
-        ):
-            return None
-        return str(key)[len(KEY_PREFIX) :]
+    def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Return the primary key in ``keys`` (low-level form) if it is an outbox item's.
 
-    def outbox_items(self, event_ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-        """Read the items of ``event_ids`` as they are now (consistent ``BatchGetItem``s).
+        ``keys`` is a stream record's ``Keys``, or a whole item.
+        The partition value is taken as it is: in composite-key mode each function writes
+        under its own (``static_pk_value``), and one publisher serves them all.
+        """
+        schema = self._schema
+        value = keys.get(schema.idempotency_key_attr)
+        if not isinstance(value, Mapping) or not is_outbox_key(value.get("S")):
+            return None
+        names = [schema.key_attr, *([schema.sort_key_attr] if schema.sort_key_attr else [])]
+        if not all(isinstance(keys.get(name), Mapping) for name in names):
+            return None
+        return {name: dict(keys[name]) for name in names}
+
+    def outbox_items(self, keys: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """Read the outbox items at ``keys`` as they are now (consistent ``BatchGetItem``s).
 
         Returns:
-            The items found (low-level form), by event id; an id with no item is left out.
+            The items found (low-level form); a key with no item is left out.
 
         Raises:
             IdempotencyPersistenceLayerError: A read failed, or keys stayed unprocessed.
         """
-        found: dict[str, Mapping[str, Any]] = {}
-        unique = list(dict.fromkeys(event_ids))
-        attr = self._schema.idempotency_key_attr
+        unique = list({json.dumps(key, sort_keys=True): key for key in keys}.values())
+        found: list[Mapping[str, Any]] = []
         for start in range(0, len(unique), _BATCH_GET_LIMIT):
             chunk = unique[start : start + _BATCH_GET_LIMIT]
-            keys = [self._schema.key(KEY_PREFIX + event_id) for event_id in chunk]
-            pending: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            pending: Any = {self.table_name: {"Keys": chunk, "ConsistentRead": True}}
             for attempt in range(_BATCH_GET_ATTEMPTS):
                 if attempt:
                     time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
                 with self._request("BatchGetItem") as client:
                     response = client.batch_get_item(RequestItems=pending)
-                for item in response.get("Responses", {}).get(self.table_name, ()):
-                    key = str(item[attr]["S"])
-                    found[key[len(KEY_PREFIX) :]] = item
+                found.extend(response.get("Responses", {}).get(self.table_name, ()))
                 pending = response.get("UnprocessedKeys") or {}
                 if not pending.get(self.table_name, {}).get("Keys"):
                     break
@@ -104,10 +107,11 @@ class OutboxMethods:
                 )
         return found
 
-    def outbox_mark_published(self, event_id: str, published_at_ms: int) -> bool:
-        """Record ``event_id`` as published: one ``UpdateItem``, conditional on it not being so.
+    def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
+        """Record the event at ``key`` as published: a conditional ``UpdateItem``.
 
-        The item's TTL is shortened to a day past the stream's retention.
+        ``key`` is the item's primary key (low-level form), as its stream record or
+        `outbox_find` gives it. The TTL is shortened to a day past the stream's retention.
 
         Returns:
             False when the item was already marked, or is gone (expired or deleted).
@@ -117,7 +121,7 @@ class OutboxMethods:
             try:
                 client.update_item(
                     TableName=self.table_name,
-                    Key=schema.key(KEY_PREFIX + event_id),
+                    Key=dict(key),
                     UpdateExpression="SET #published = :at, #expiry = :expiry",
                     ConditionExpression=(
                         "attribute_exists(#key) AND attribute_not_exists(#published)"
@@ -138,55 +142,64 @@ class OutboxMethods:
                 return False
         return True
 
-    def outbox_event(self, event_id: str) -> OutboxEvent | None:
-        """Read one event (consistent ``GetItem``); None when it has no item.
+    def outbox_find(self, event_id: str) -> tuple[OutboxEvent, dict[str, Any]] | None:
+        """Find one event and its item's primary key (operators: a ``Scan`` or ``Query``).
 
         Raises:
             IdempotencyCorruptRecordError: The item is not a readable outbox item.
         """
-        with self._request("GetItem") as client:
-            response = client.get_item(
-                TableName=self.table_name,
-                Key=self._schema.key(KEY_PREFIX + event_id),
-                ConsistentRead=True,
-            )
-        item = response.get("Item")
-        return None if item is None else OutboxEvent.from_item(item)
+        for item in self._outbox_pages({"#id": ID}, {":id": {"S": event_id}}, "#id = :id", None):
+            found = self.outbox_key(item)
+            if found is not None:
+                return OutboxEvent.from_item(item), found
+        return None
 
-    def outbox_scan(self, *, unpublished_only: bool = True) -> Iterator[OutboxEvent]:
+    def outbox_scan(
+        self, *, unpublished_only: bool = True, limit: int | None = None
+    ) -> Iterator[OutboxEvent]:
         """Yield the table's outbox events (operators: ``Scan``, ``Query`` in composite mode).
 
-        Items that are not readable outbox items are left out.
+        Items that are not readable outbox items are left out. ``limit`` stops after the first
+        page, of that many items read.
         """
-        schema = self._schema
-        names = {"#key": schema.idempotency_key_attr}
-        values: dict[str, Any] = {":prefix": {"S": KEY_PREFIX}}
-        request: dict[str, Any] = {"TableName": self.table_name}
-        filters = []
-        if schema.sort_key_attr:
-            names["#pk"] = schema.key_attr
-            values[":pk"] = {"S": schema.static_pk_value}
-            request["KeyConditionExpression"] = "#pk = :pk AND begins_with(#key, :prefix)"
-        else:
-            filters.append("begins_with(#key, :prefix)")
-        filters.append("attribute_exists(#emitted)")
-        names["#emitted"] = EMITTED_AT
+        names = {"#emitted": EMITTED_AT}
+        condition = "attribute_exists(#emitted)"
         if unpublished_only:
-            filters.append("attribute_not_exists(#published)")
             names["#published"] = PUBLISHED_AT
-        request["FilterExpression"] = " AND ".join(filters)
+            condition += " AND attribute_not_exists(#published)"
+        for item in self._outbox_pages(names, {}, condition, limit):
+            if self.outbox_key(item) is None:
+                continue
+            try:
+                yield OutboxEvent.from_item(item)
+            except IdempotencyCorruptRecordError:
+                continue
+
+    def _outbox_pages(
+        self,
+        names: dict[str, str],
+        values: dict[str, Any],
+        condition: str,
+        limit: int | None,
+    ) -> Iterator[Mapping[str, Any]]:
+        """Yield the items matching ``condition``: the store's partition in composite mode."""
+        schema = self._schema
+        request: dict[str, Any] = {"TableName": self.table_name, "FilterExpression": condition}
+        if limit is not None:
+            request["Limit"] = limit
+        if schema.sort_key_attr:
+            names = {**names, "#pk": schema.key_attr}
+            values = {**values, ":pk": {"S": schema.static_pk_value}}
+            request["KeyConditionExpression"] = "#pk = :pk"
         request["ExpressionAttributeNames"] = names
-        request["ExpressionAttributeValues"] = values
+        if values:
+            request["ExpressionAttributeValues"] = values
         composite = schema.sort_key_attr is not None
         while True:
             with self._request("Query" if composite else "Scan") as client:
                 response = (client.query if composite else client.scan)(**request)
-            for item in response.get("Items", []):
-                try:
-                    yield OutboxEvent.from_item(item)
-                except IdempotencyCorruptRecordError:
-                    continue
+            yield from response.get("Items", [])
             last = response.get("LastEvaluatedKey")
-            if not last:
+            if not last or limit is not None:
                 return
             request["ExclusiveStartKey"] = last
