@@ -307,6 +307,11 @@ class QueueReader:
                 )
 
 
+def is_outbox_key(key: object) -> bool:
+    """Tell whether an idempotency-table key is an outbox item's: ``<record key>#outbox#<id>``."""
+    return isinstance(key, str) and "#outbox#" in f"#{key}"
+
+
 def filter_records(records: list[dict[str, Any]], patterns: list[str]) -> list[dict[str, Any]]:
     """Keep the stream records an event source mapping with these filter ``patterns`` delivers.
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from samples.local_lambda import PublisherKilled, sqs_event, stream_event
+from samples.local_lambda import PublisherKilled, is_outbox_key, sqs_event, stream_event
 from samples.local_stack import load_template
 from samples.scenario import PUBLISHER, LocalApp, Outbox, Transcript, metric_total, order_body
 
@@ -61,7 +61,7 @@ def _handler_retried(app: LocalApp, t: Transcript, outbox: Outbox) -> list[dict[
     )
     t.expect(
         f"{TAG} the filter lets outbox items through and nothing else",
-        all(r["dynamodb"]["Keys"]["id"]["S"].startswith("outbox#") for r in delivered)
+        all(is_outbox_key(r["dynamodb"]["Keys"]["id"]["S"]) for r in delivered)
         and all(r["eventName"] == "INSERT" for r in delivered),
     )
     return mine

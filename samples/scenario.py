@@ -37,6 +37,7 @@ from samples.local_lambda import (
     filter_records,
     http_api_event,
     invoke,
+    is_outbox_key,
     load_handler,
     queue_arn,
     redelivered,
@@ -225,7 +226,7 @@ class RequestCounter:
         for request in params.get("RequestItems", {}).values():
             keys.extend(request.get("Keys", []))
         on_outbox = bool(keys) and all(
-            str((key or {}).get("id", {}).get("S", "")).startswith("outbox#") for key in keys
+            is_outbox_key((key or {}).get("id", {}).get("S", "")) for key in keys
         )
         with self._lock:
             for table in tables:

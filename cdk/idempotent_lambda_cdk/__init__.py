@@ -12,17 +12,18 @@ With the transactional outbox (`idempotent_lambda.outbox`):
 
 ```python
 idempotency = IdempotencyTable(self, "Idempotency", outbox=True)
-idempotency.grant_idempotency(create_order, key_prefix="orders.create_order", emit=True)
-idempotency.add_outbox_publisher(publisher, event_bus=bus, on_failure=failures)
+idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")  # covers its events
+idempotency.add_outbox_publisher(
+    publisher, key_prefixes=["orders.create_order"], event_bus=bus, on_failure=failures
+)
 ```
 """
 
 from idempotent_lambda_cdk._table import (
     BATCH_ACTIONS,
-    EMIT_ACTIONS,
     LARGE_RESULT_ACTIONS,
     LARGE_RESULTS_ROOT,
-    OUTBOX_KEY_PREFIX,
+    OUTBOX_KEY_MARK,
     PUBLISH_ACTIONS,
     RECORD_ACTIONS,
     STREAM_ACTIONS,
@@ -32,10 +33,9 @@ from idempotent_lambda_cdk._table import (
 
 __all__ = [
     "BATCH_ACTIONS",
-    "EMIT_ACTIONS",
     "LARGE_RESULTS_ROOT",
     "LARGE_RESULT_ACTIONS",
-    "OUTBOX_KEY_PREFIX",
+    "OUTBOX_KEY_MARK",
     "PUBLISH_ACTIONS",
     "RECORD_ACTIONS",
     "STREAM_ACTIONS",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -25,10 +26,10 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 
-#: How outbox items' keys start (`idempotent_lambda.outbox`; no record's key can).
-OUTBOX_KEY_PREFIX = "outbox#"
-#: What `outbox.emit` needs: its item is a Put in the record's transaction.
-EMIT_ACTIONS = ("dynamodb:PutItem",)
+#: Between a record's key and the event id in its outbox items' keys (`idempotent_lambda.outbox`:
+#: `<record key>#outbox#<event id>`, under the emitting function's own key prefix; no record's
+#: key holds it).
+OUTBOX_KEY_MARK = "#outbox#"
 #: What the publisher calls on outbox items: one read of a batch's items, a mark per event.
 PUBLISH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:UpdateItem")
 #: What Lambda's event source mapping reads the stream with, on the publisher's role.
@@ -69,7 +70,8 @@ class IdempotencyTable(Construct):
             it, in whole days rounded up (S3 counts days).
         removal_policy: What deleting the stack does to the table and bucket.
         outbox: The functions emit events with `idempotent_lambda.outbox.emit`: the table
-            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`.
+            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`. An emitting function needs
+            no other grant: an event's item is a Put under its own record's key.
 
     Attributes:
         table: The `aws_dynamodb.Table`.
@@ -133,7 +135,6 @@ class IdempotencyTable(Construct):
         key_prefix: str,
         batch: bool = False,
         offload: bool = False,
-        emit: bool = False,
     ) -> iam.Grant:
         """Let `grantee` keep its idempotency records, and only those of `key_prefix`.
 
@@ -152,21 +153,16 @@ class IdempotencyTable(Construct):
             offload: The function offloads large results to the bucket (its store has
                 `large_result_bucket` and `record_format="native"`; the default format never
                 offloads). Needs `large_results=True`.
-            emit: The function calls `outbox.emit`: also PutItem on outbox items (keys
-                `outbox#*`), nothing else of them. Needs `outbox=True`.
 
         Returns:
             The grant (the table's, combined with the bucket's).
 
         Raises:
             ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
-                `offload` is asked of a table without the bucket, or `emit` of one without
-                the outbox.
+                `offload` is asked of a table without the bucket.
         """
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
-        if emit and self.table.table_stream_arn is None:
-            raise ValueError("emit=True needs IdempotencyTable(..., outbox=True)")
         self._name_granted_prefix(grantee, key_prefix)
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
@@ -174,8 +170,6 @@ class IdempotencyTable(Construct):
             resource_arns=[self.table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{key_prefix}#*"]}},
         )
-        if emit:
-            grant = grant.combine(self._grant_outbox_items(grantee, EMIT_ACTIONS))
         if offload and self.bucket is None:
             raise ValueError("offload=True needs IdempotencyTable(..., large_results=True)")
         if not offload or self.bucket is None:
@@ -200,6 +194,7 @@ class IdempotencyTable(Construct):
         self,
         publisher: lambda_.Function,
         *,
+        key_prefixes: Sequence[str],
         event_bus: events.IEventBus,
         on_failure: sqs.IQueue | None = None,
         retry_attempts: int = 10,
@@ -207,23 +202,47 @@ class IdempotencyTable(Construct):
     ) -> lambda_.EventSourceMapping:
         """Run `publisher` (its handler is `outbox.publish_handler(store)`) on the table's stream.
 
-        The mapping delivers the INSERTs of outbox items only (a filter on `outbox#` keys), one
-        batch per shard at a time, and takes the handler's `batchItemFailures`; a failed batch
+        The mapping delivers the INSERTs of outbox items only (a filter on their `outbox_id`),
+        one batch per shard at a time, and takes the handler's `batchItemFailures`; a failed batch
         is split to find the bad record, retried `retry_attempts` times within
         `max_record_age` (6 hours by default), then reported to `on_failure`. What is given up
         on stays unpublished in the table, for the CLI to list and republish.
 
         `publisher` gets exactly what it calls: `events:PutEvents` on `event_bus`, BatchGetItem
-        and UpdateItem on outbox items (no idempotency record), the stream's reads (ListStreams
-        on this table's streams only), and `sqs:SendMessage` on `on_failure`.
+        and UpdateItem on the outbox items of `key_prefixes` (keys
+        `<key prefix>#*#outbox#*`: no idempotency record, no other function's events), the
+        stream's reads (ListStreams on this table's streams only), and `sqs:SendMessage` on
+        `on_failure`.
+
+        Args:
+            publisher: The function whose handler is the publisher.
+            key_prefixes: The key prefixes of the functions that emit (their decorators'
+                `key_prefix`).
+            event_bus: The bus the events go to.
+            on_failure: Where the mapping reports the stream ranges it gave up on.
+            retry_attempts: Retries of a failed batch.
+            max_record_age: Records older than this are given up on.
 
         Raises:
-            ValueError: The table was made without `outbox=True`.
+            ValueError: The table was made without `outbox=True`, `key_prefixes` is empty, or
+                one of them could not name a key prefix in a grant.
         """
         stream_arn = self.table.table_stream_arn
         if stream_arn is None:
             raise ValueError("add_outbox_publisher needs IdempotencyTable(..., outbox=True)")
-        self._grant_outbox_items(publisher, PUBLISH_ACTIONS)
+        bad = [p for p in key_prefixes if not _KEY_PREFIX.match(p)]
+        if bad or not key_prefixes:
+            raise ValueError(f"key_prefixes {list(key_prefixes)!r} cannot name outbox items")
+        iam.Grant.add_to_principal(
+            grantee=publisher,
+            actions=list(PUBLISH_ACTIONS),
+            resource_arns=[self.table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": [f"{p}#*{OUTBOX_KEY_MARK}*" for p in key_prefixes]
+                }
+            },
+        )
         event_bus.grant_put_events_to(publisher)
         # Not table.grant_stream_read: it grants dynamodb:ListStreams on "*".
         iam.Grant.add_to_principal(
@@ -252,21 +271,8 @@ class IdempotencyTable(Construct):
                 lambda_.FilterCriteria.filter(
                     {
                         "eventName": lambda_.FilterRule.is_equal("INSERT"),
-                        "dynamodb": {
-                            "Keys": {"id": {"S": lambda_.FilterRule.begins_with(OUTBOX_KEY_PREFIX)}}
-                        },
+                        "dynamodb": {"NewImage": {"outbox_id": {"S": lambda_.FilterRule.exists()}}},
                     }
                 )
             ],
-        )
-
-    def _grant_outbox_items(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> iam.Grant:
-        """Grant `actions` on outbox items only (keys `outbox#*`)."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(actions),
-            resource_arns=[self.table.table_arn],
-            conditions={
-                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{OUTBOX_KEY_PREFIX}*"]}
-            },
         )

@@ -16,7 +16,10 @@ from .conftest import Synthesized, python_function
 from .test_idempotency_table import granted_to
 
 STACK = "IdempotentOrders"
-OUTBOX_KEYS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["outbox#*"]}}
+#: The publisher's condition: CreateOrder's outbox items, <record key>#outbox#<event id>.
+OUTBOX_KEYS = {
+    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["orders.create_order#*#outbox#*"]}
+}
 
 
 def of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -56,7 +59,7 @@ def test_the_publisher_runs_on_outbox_inserts_bounded_and_in_order(
     (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
     assert {
         "eventName": ["INSERT"],
-        "dynamodb": {"Keys": {"id": {"S": [{"prefix": "outbox#"}]}}},
+        "dynamodb": {"NewImage": {"outbox_id": {"S": [{"exists": True}]}}},
     } == pattern
     assert {"Ref": logical_id(template, "AWS::Lambda::Function", "PublishEvents")} == mapping[
         "FunctionName"
@@ -96,17 +99,11 @@ def test_the_publisher_gets_only_what_it_calls(synthesized: Synthesized) -> None
     assert not actions & {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}
 
 
-def test_create_order_may_put_outbox_items(synthesized: Synthesized) -> None:
-    """emit=True: PutItem on outbox keys, beside its own records' grant."""
+def test_only_the_publisher_is_granted_outbox_items_apart(synthesized: Synthesized) -> None:
+    """The emitter's record grant covers its events; no other function names outbox keys."""
     template = synthesized.templates[STACK]
-    on_outbox = [
-        s["Action"]
-        for s in granted_to(template, "CreateOrder")
-        if s.get("Condition") == OUTBOX_KEYS
-    ]
-    assert ["dynamodb:PutItem"] == on_outbox
-    consumer = granted_to(template, "ReserveStock")
-    assert all(s.get("Condition") != OUTBOX_KEYS for s in consumer)
+    for function in ("CreateOrder", "ProcessPayment", "ReserveStock"):
+        assert all(s.get("Condition") != OUTBOX_KEYS for s in granted_to(template, function))
 
 
 def test_the_rule_feeds_the_consumer_s_queue_on_its_behalf_only(
@@ -156,15 +153,18 @@ def test_unpublished_events_are_alarmed(synthesized: Synthesized) -> None:
     assert [{"Name": "service", "Value": "orders"}] == alarm["Dimensions"]
 
 
-def test_the_outbox_needs_the_table_s_stream() -> None:
-    """emit=True and add_outbox_publisher on a table made without outbox=True: ValueError."""
+def test_the_publisher_needs_the_table_s_stream_and_the_emitters_prefixes() -> None:
+    """Without outbox=True, with no key prefix, or one that would widen the grant: ValueError."""
     stack = cdk.Stack(cdk.App(), "NoOutbox")
-    table = IdempotencyTable(stack, "Idempotency")
-    function = python_function(stack, "Emitter")
+    function = python_function(stack, "Publisher")
+    bus = events.EventBus(stack, "Bus")
+    plain = IdempotencyTable(stack, "Plain")
     with pytest.raises(ValueError, match="outbox=True"):
-        table.grant_idempotency(function, key_prefix="orders.create", emit=True)
-    with pytest.raises(ValueError, match="outbox=True"):
-        table.add_outbox_publisher(function, event_bus=events.EventBus(stack, "Bus"))
+        plain.add_outbox_publisher(function, key_prefixes=["orders.create"], event_bus=bus)
+    table = IdempotencyTable(stack, "WithOutbox", outbox=True)
+    for prefixes in ([], ["orders.*"], ["a#b"]):
+        with pytest.raises(ValueError, match="key_prefixes"):
+            table.add_outbox_publisher(function, key_prefixes=prefixes, event_bus=bus)
 
 
 def _list(value: Any) -> list[Any]:

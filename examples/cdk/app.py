@@ -80,9 +80,8 @@ class OrdersStack(cdk.Stack):
 
         # Each function: its own records and large results, nothing else of the table.
         create_order = function("CreateOrder", "app.create_order.handler")
-        idempotency.grant_idempotency(
-            create_order, key_prefix="orders.create_order", offload=True, emit=True
-        )
+        # Its records, large results and outbox items (keys <record key>#outbox#<event id>).
+        idempotency.grant_idempotency(create_order, key_prefix="orders.create_order", offload=True)
         orders.grant(create_order, "dynamodb:PutItem")  # the order's Put in the transaction
 
         process_payment = function("ProcessPayment", "app.process_payment.handler")
@@ -138,7 +137,12 @@ class OrdersStack(cdk.Stack):
         failures = sqs.Queue(
             self, "OutboxPublishFailures", retention_period=cdk.Duration.days(14), enforce_ssl=True
         )
-        idempotency.add_outbox_publisher(publish_events, event_bus=bus, on_failure=failures)
+        idempotency.add_outbox_publisher(
+            publish_events,
+            key_prefixes=["orders.create_order"],  # the functions that emit
+            event_bus=bus,
+            on_failure=failures,
+        )
 
         # OrderCreated goes to ReserveStock's queue; the consumer keys on the event's outbox id
         # (event_keys.OUTBOX_EVENT), so a second delivery replays.

@@ -120,7 +120,8 @@ def test_the_order_its_event_and_its_record_commit_in_one_transaction(app: Local
     assert created.body["order_id"] == put_order["Item"]["order_id"]["S"]
     assert (records, "COMPLETED") == (put_record["TableName"], put_record["Item"]["status"]["S"])
     assert records == put_event["TableName"]
-    assert put_event["Item"]["id"]["S"].startswith("outbox#")
+    # under the record's key: CreateOrder's own IAM key prefix covers it
+    assert put_event["Item"]["id"]["S"].startswith(put_record["Item"]["id"]["S"] + "#outbox#")
     assert "OrderCreated" == put_event["Item"]["outbox_detail_type"]["S"]
     assert created.body == json.loads(put_event["Item"]["outbox_detail"]["S"])
 

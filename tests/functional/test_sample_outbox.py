@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from samples.local_lambda import PublisherKilled, filter_records, stream_event
+from samples.local_lambda import PublisherKilled, filter_records, is_outbox_key, stream_event
 from samples.outbox_steps import TAG, step_outbox
 from samples.scenario import LocalApp, Outbox, Transcript, order_body, step_create_orders
 
@@ -158,7 +158,7 @@ def test_the_publisher_filter_delivers_outbox_inserts_only(app: LocalApp) -> Non
     marks = [
         r
         for r in everything
-        if r["eventName"] == "MODIFY" and r["dynamodb"]["Keys"]["id"]["S"].startswith("outbox#")
+        if r["eventName"] == "MODIFY" and is_outbox_key(r["dynamodb"]["Keys"]["id"]["S"])
     ]
 
     assert marks  # the publisher's mark is on the stream...

@@ -7,23 +7,25 @@ How they behave on moto's real services: tests/functional/test_sample_outbox.py.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from idempotent_lambda.outbox._event import KEY_PREFIX
+from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
 from samples.app.orders import EVENT_SOURCE, ORDER_CREATED
 from samples.local_stack import load_template
 from tests.functional.test_template import (
     CLIENT_METHOD_ACTIONS,
     IDEMPOTENCY_TABLE_ARN,
-    OUTBOX_KEYS,
     PUBLISHER,
     alarms_on,
     as_list,
     dimension,
+    key_prefix_in,
     resources,
     statements,
 )
@@ -33,7 +35,10 @@ TABLE_STREAM = {"Fn::GetAtt": ["IdempotencyTable", "StreamArn"]}
 #: The store methods the publisher calls on a batch (`outbox.publish_handler`).
 PUBLISHER_METHODS = {"outbox_items", "outbox_mark_published"}
 #: The store methods only operators call (the CLI, with their own credentials).
-OPERATOR_METHODS = {"outbox_event", "outbox_scan"}
+OPERATOR_METHODS = {"outbox_find", "outbox_scan", "_outbox_pages"}
+#: The one function that emits (outbox.emit), and a record key and event id of its.
+EMITTER = "CreateOrderFunction"
+EVENT_ID = str(uuid.uuid4())
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +70,35 @@ def client_calls(path: Path) -> dict[str, set[str]]:
     return calls
 
 
-def test_the_outbox_keys_granted_are_the_library_s() -> None:
-    """``outbox#*`` is where the library keeps outbox items, and no record's key starts so."""
-    assert "outbox#*" == KEY_PREFIX + "*"
-    assert [f"{KEY_PREFIX}*"] == OUTBOX_KEYS["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+def leading_keys(statement: dict[str, Any]) -> list[str]:
+    return list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+
+
+def test_the_emitter_s_record_grant_covers_its_outbox_items(template: dict[str, Any]) -> None:
+    """An event's item key starts with its record's key: CreateOrder's PutItem on its own key
+    prefix covers it, and no statement of its names outbox keys apart."""
+    emitter = function(template, EMITTER)
+    prefix = key_prefix_in(emitter["Handler"])
+    record_key = f"{prefix}#{'ab' * 32}"
+    (records,) = [s for s in statements(emitter) if s["Resource"] == IDEMPOTENCY_TABLE_ARN]
+    assert "dynamodb:PutItem" in records["Action"]
+    (pattern,) = leading_keys(records)
+    assert fnmatch.fnmatchcase(item_key(record_key, EVENT_ID), pattern)
+    assert (ROOT / "samples/app/create_order.py").read_text("utf-8").count("outbox.emit(") == 1
+
+
+def test_the_publisher_may_touch_the_emitter_s_outbox_items_and_no_record(
+    template: dict[str, Any],
+) -> None:
+    """Its LeadingKeys pattern matches an outbox item of CreateOrder, not one of its records,
+    nor another function's items."""
+    prefix = key_prefix_in(function(template, EMITTER)["Handler"])
+    (pattern,) = leading_keys(by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"])
+    assert f"{prefix}#*{KEY_MARK}*" == pattern
+    record_key = f"{prefix}#{'ab' * 32}"
+    assert fnmatch.fnmatchcase(item_key(record_key, EVENT_ID), pattern)
+    assert not fnmatch.fnmatchcase(record_key, pattern)
+    assert not fnmatch.fnmatchcase(item_key(f"orders.other#{'ab' * 32}", EVENT_ID), pattern)
 
 
 def test_the_idempotency_table_streams_new_images(template: dict[str, Any]) -> None:
@@ -98,7 +128,7 @@ def test_the_publisher_s_mapping_reads_the_table_stream_bounded_and_in_order(
 
 
 def test_the_publisher_s_filter_is_outbox_inserts(template: dict[str, Any]) -> None:
-    """One pattern: INSERTs of items whose key starts with the library's outbox prefix.
+    """One pattern: INSERTs of items with an outbox id (only outbox items have one).
 
     Evaluated on real stream records in test_sample_outbox.py.
     """
@@ -108,7 +138,7 @@ def test_the_publisher_s_filter_is_outbox_inserts(template: dict[str, Any]) -> N
     (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
     assert {
         "eventName": ["INSERT"],
-        "dynamodb": {"Keys": {"id": {"S": [{"prefix": KEY_PREFIX}]}}},
+        "dynamodb": {"NewImage": {ID: {"S": [{"exists": True}]}}},
     } == pattern
 
 
@@ -116,34 +146,34 @@ def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> N
     """PutEvents on the bus only; the stream's reads; BatchGetItem and UpdateItem on outbox keys
     only (no idempotency record); SendMessage to its failure queue. Nothing else."""
     grants = {
-        sid: (sorted(as_list(s["Action"])), s["Resource"], s.get("Condition"))
+        sid: (sorted(as_list(s["Action"])), s["Resource"], "Condition" in s)
         for sid, s in by_sid(function(template, PUBLISHER)).items()
     }
     assert {
         "MarkOutboxEventsPublished": (
             ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
             IDEMPOTENCY_TABLE_ARN,
-            OUTBOX_KEYS,
+            True,
         ),
         "PublishOrderEvents": (
             ["events:PutEvents"],
             {"Fn::GetAtt": ["OrderEventsBus", "Arn"]},
-            None,
+            False,
         ),
         "ReadIdempotencyStream": (
             ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
             TABLE_STREAM,
-            None,
+            False,
         ),
         "ListIdempotencyStreams": (
             ["dynamodb:ListStreams"],
             {"Fn::Sub": "${IdempotencyTable.Arn}/stream/*"},
-            None,
+            False,
         ),
         "ReportFailedBatches": (
             ["sqs:SendMessage"],
             {"Fn::GetAtt": ["OutboxPublishFailureQueue", "Arn"]},
-            None,
+            False,
         ),
     } == grants
 
@@ -173,21 +203,6 @@ def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, An
     granted = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]["Action"]
     assert sorted(granted) == sorted(sent)
     assert set() == calls["outbox_put"]  # emit's write is a Put of the record's transaction
-
-
-def test_create_order_may_put_outbox_items_and_nothing_else_of_them(
-    template: dict[str, Any],
-) -> None:
-    """emit's item is a Put in the record's transaction: PutItem on outbox keys, that is all."""
-    grants = [
-        (as_list(s["Action"]), s["Resource"])
-        for s in statements(function(template, "CreateOrderFunction"))
-        if s.get("Condition") == OUTBOX_KEYS
-    ]
-    assert [(["dynamodb:PutItem"], IDEMPOTENCY_TABLE_ARN)] == grants
-    for name, other in resources(template, "AWS::Serverless::Function").items():
-        if name not in {"CreateOrderFunction", PUBLISHER}:  # no other function emits
-            assert all(s.get("Condition") != OUTBOX_KEYS for s in statements(other)), name
 
 
 def test_the_rule_sends_order_created_to_the_consumer_s_queue(template: dict[str, Any]) -> None:
