@@ -361,3 +361,29 @@ class KillAfterPutEvents:
             self._armed = self._put = False
             self.killed += 1
             raise PublisherKilled("killed after PutEvents, before marking the events published")
+
+
+class FailNextCommit:
+    """Fail the next ``TransactWriteItems``: the body ran, its writes and events are not stored.
+
+    Registered on a boto3 session before its clients are made; `arm` makes the next
+    transaction fail with DynamoDB's ``InternalServerError`` instead of being sent, as a commit
+    that DynamoDB could not complete. The invocation fails; its caller retries.
+    """
+
+    def __init__(self, session: Any) -> None:
+        """Watch the clients ``session`` makes from now on."""
+        self._armed = False
+        session.events.register("before-call.dynamodb.TransactWriteItems", self._before)
+
+    def arm(self) -> None:
+        """Fail the next transaction."""
+        self._armed = True
+
+    def _before(self, **_: Any) -> None:
+        if self._armed:
+            self._armed = False
+            from botocore.exceptions import ClientError
+
+            error = {"Code": "InternalServerError", "Message": "injected by the demo"}
+            raise ClientError({"Error": error}, "TransactWriteItems")

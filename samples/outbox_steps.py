@@ -42,22 +42,36 @@ def step_outbox(app: LocalApp, t: Transcript) -> None:
 
 
 def _handler_retried(app: LocalApp, t: Transcript, outbox: Outbox) -> list[dict[str, Any]]:
-    """The orders of step 1 (a retry, duplicates) emitted one event each; return their records."""
+    """Step 1's orders (a retry, duplicates) and one whose first commit failed (its body ran
+    twice) emitted one event each; return their records."""
+    t.note(
+        f"{TAG} step 1 created {len(_orders_of_run(app))} orders, with a retry, 10 concurrent "
+        "duplicates and a late one, a 422 and 400s"
+    )
+    body, key = order_body(f"hugo-{app.run_id}", ("LAMP-2", 1, "40.00")), f"order-{app.run_id}-r"
+    runs = app.executions("CreateOrderFunction")
+    outbox.fail_commit.arm()
+    try:
+        first = f"{app.post_order(body, key).status}"
+    except Exception as exc:  # the invocation failed: API Gateway answers 500
+        first = f"the invocation failed ({type(exc).__name__})"
+    retry = app.post_order(body, key)
+    ran = app.executions("CreateOrderFunction") - runs
+    t.note(
+        f"{TAG} a new order whose commit fails after its body ran -> {first}; the client "
+        f"retries -> {retry.status}; the body ran {ran}x"
+    )
     on_stream, delivered = outbox.read()
     mine = _of_run(delivered, app.run_id)
     per_order = Counter(str(_detail(r)["order_id"]) for r in mine)
     orders = {str(o["order_id"]) for o in _orders_of_run(app)}
     t.note(
-        f"{TAG} step 1 created {len(orders)} orders, with a retry, 10 concurrent duplicates and "
-        "a late one, a 422 and 400s"
-    )
-    t.note(
         f"{TAG} IdempotencyTable stream: {on_stream} records; the publisher's filter delivers "
         f"{len(delivered)}, the INSERTs of outbox items ({len(mine)} of this run)"
     )
     t.expect(
-        f"{TAG} a handler retried: one OrderCreated per order, written with the order",
-        set(per_order) == orders and set(per_order.values()) == {1},
+        f"{TAG} a handler retried: one OrderCreated per order ({len(orders)}), written with it",
+        set(per_order) == orders and set(per_order.values()) == {1} and ran == 2,
     )
     t.expect(
         f"{TAG} the filter lets outbox items through and nothing else",
