@@ -63,7 +63,7 @@ def examples_endpoint() -> Iterator[str]:
         }
         client = boto3.client("dynamodb", **options)
         create_idempotency_table(client, table_name="IdempotencyTable")
-        for table, key in (("orders", "order_id"), ("stock", "sku")):
+        for table, key in (("orders", "order_id"), ("stock", "sku"), ("order_views", "order_id")):
             client.create_table(
                 TableName=table,
                 BillingMode="PAY_PER_REQUEST",
@@ -550,6 +550,30 @@ def run_outbox(
         events.delete_rule(Name=rule)
 
 
+def run_ordered_consumer(module: ModuleType) -> None:
+    """Version 2 before version 1: it waits, then both apply in order; a repeat is dropped."""
+    order_id = event_id()
+
+    def message(version: int, state: str) -> dict[str, Any]:
+        detail = {"order_id": order_id, "version": version, "state": state}
+        detail["outbox"] = {"id": f"{order_id}-{version}"}
+        return {"body": json.dumps({"detail": detail}), "message_id": event_id()}
+
+    paid, created = message(2, "PAID"), message(1, "CREATED")
+    early = module.handler(sqs_batch(records=[paid]), FakeLambdaContext())
+    assert 1 == len(early["batchItemFailures"])  # SQS delivers it again later
+    for arrives in (created, paid):  # then version 1, and version 2 again
+        assert {"batchItemFailures": []} == module.handler(
+            sqs_batch(records=[arrives]), FakeLambdaContext()
+        )
+    again = {**created, "message_id": event_id()}  # the publisher sent version 1 twice
+    assert {"batchItemFailures": []} == module.handler(
+        sqs_batch(records=[again]), FakeLambdaContext()
+    )
+    view = boto3.resource("dynamodb").Table("order_views").get_item(Key={"order_id": order_id})
+    assert (2, "PAID") == (view["Item"]["version"], view["Item"]["state"])
+
+
 RUNNERS: dict[str, Callable[..., None]] = {
     "getting_started/first_handler.py": run_first_handler,
     "getting_started/any_function.py": run_any_function,
@@ -573,6 +597,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
     "outbox/create_order.py": run_outbox,
+    "outbox/ordered_consumer.py": run_ordered_consumer,
 }
 #: Examples that a runner above loads and runs with the one it is given.
 RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]

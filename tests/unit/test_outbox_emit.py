@@ -260,3 +260,22 @@ def test_an_outbox_key_starts_with_its_record_key_and_is_never_a_record_key() ->
     assert is_outbox_key(item_key(None, event_id(None, 0)))
     assert not is_outbox_key("orders.create#" + "ab" * 32)
     assert not is_outbox_key("outbox#" + "ab" * 16)  # a key_prefix of "outbox", hex digest
+
+
+def test_a_fifo_group_run_ahead_and_behind_commits_each_records_events_with_it() -> None:
+    """Claims ahead, completions behind (the batch pipeline): events still ride each record."""
+    store = InMemoryPersistenceLayer()
+    messages = [
+        {"body": json.dumps({"n": n}), "message_group_id": "g", "message_id": f"m-{n}"}
+        for n in range(5)
+    ]
+
+    @idempotent_sqs_handler(persistence_store=store)
+    def handler(record: Any, context: Any) -> str:
+        return emit("Seen", {"n": record.json_body["n"]})
+
+    event = sqs_event(records=messages)
+    assert {"batchItemFailures": []} == handler(event, None)
+    assert list(range(5)) == [json.loads(e.detail)["n"] for e in store.outbox_events]
+    assert {"batchItemFailures": []} == handler(event, None)
+    assert 5 == len(store.outbox_events)
