@@ -339,6 +339,7 @@ def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -
     [
         ("create_order", "create_order.json", '"statusCode": 201'),
         ("project_orders", "project_orders.json", '"batchItemFailures": []'),
+        ("reserve_stock", "reserve_stock.json", '"batchItemFailures": []'),
     ],
 )
 def test_single_handler_mode_invokes_a_handler_with_an_event_file(
