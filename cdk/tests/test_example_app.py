@@ -33,7 +33,8 @@ def test_every_synthesized_template_passes_cfn_lint(synthesized: Synthesized) ->
 
 
 def test_the_example_grants_each_function_its_own_records(synthesized: Synthesized) -> None:
-    """CreateOrder: its keys and objects, and PutItem on the orders; the payment one batches."""
+    """CreateOrder: its keys (which hold its outbox items too) and objects, and PutItem on the
+    orders; the payment one batches."""
     template = synthesized.templates["IdempotentOrders"]
     create = granted_to(template, "CreateOrder")
     leading = [s["Condition"]["ForAllValues:StringLike"] for s in create if "Condition" in s]
