@@ -50,6 +50,9 @@ _running_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 # order each time.
 _scopes: weakref.WeakKeyDictionary[Any, tuple[str, dict[str, int]]] = weakref.WeakKeyDictionary()
 _scopes_lock = threading.Lock()
+#: Called with the step's name once its record is completed, before the SDK checkpoints it:
+#: `idempotent_lambda.testing.durable.stop_after_step` stops the invocation there.
+after_record: list[Callable[[str], None]] = []
 
 
 def step(
@@ -163,10 +166,13 @@ def step(
         token = _running_key.set(key)
         scope_token = enter_durable(context)
         try:
-            return engine.call(run.lambda_context, derive, lambda: func(step_context))
+            result = engine.call(run.lambda_context, derive, lambda: func(step_context))
         finally:
             leave_durable(scope_token)
             _running_key.reset(token)
+        for hook in after_record:
+            hook(name)
+        return result
 
     result: T = context.step(run_once, name=name, config=step_config)
     return result

@@ -25,9 +25,9 @@ from idempotent_lambda.testing import ManualClock
 from tests.unit.test_durable_steps import STOPPED_AFTER_S, Stall, run, status
 
 pytest.importorskip("aws_durable_execution_sdk_python_testing")
-from aws_durable_execution_sdk_python import DurableContext, durable_execution  # noqa: E402
-from aws_durable_execution_sdk_python.config import StepConfig  # noqa: E402
-from aws_durable_execution_sdk_python.retries import RetryPresets  # noqa: E402
+from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.config import StepConfig
+from aws_durable_execution_sdk_python.retries import RetryPresets
 
 #: The runner's Lambda context: 15 minutes left in every invocation.
 RUNNER_REMAINING_S = 900
@@ -93,4 +93,3 @@ def test_a_step_whose_invocation_died_inside_it_runs_without_spending_retries(
     assert "charged" == json.loads(result.result)
     assert 2 == len(calls)  # the dead attempt, then the one that took the key over
     assert [] == asked
-
