@@ -110,11 +110,13 @@ def step(
             prefixes than the step's (`key_prefix`, or the default one).
     """
     if isinstance(func, BoundStep):
-        name = name or func.name
-        persistence_store = persistence_store or func.persistence_store
-        config = config or func.config
-        key_prefix = key_prefix or func.key_prefix
-        step_config = step_config if step_config is not None else func.step_config
+        name = func.name if name is None else name
+        persistence_store = (
+            func.persistence_store if persistence_store is None else persistence_store
+        )
+        config = func.config if config is None else config
+        key_prefix = func.key_prefix if key_prefix is None else key_prefix
+        step_config = func.step_config if step_config is None else step_config
     run = durable_run_of(context)
     if run is None or not callable(getattr(context, "step", None)):
         raise IdempotencyConfigError(
