@@ -183,8 +183,8 @@ def step(
 class BoundStep(Generic[T]):
     """A step function with its arguments, name, store and settings: what `step` runs.
 
-    Made by calling a function decorated with `idempotent_step`; pass it to `step` (its
-    settings are the defaults there) or to the SDK's own ``context.step``.
+    Made by calling a function decorated with `idempotent_step`; pass it to `step`, where its
+    settings are the defaults that `step`'s own arguments override.
     """
 
     __slots__ = ("_call", "config", "key_prefix", "name", "persistence_store", "step_config")
