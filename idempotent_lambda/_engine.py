@@ -25,7 +25,10 @@ from idempotent_lambda._durable_context import (
     DURABLE_LEASE_SECONDS,
     DurableRun,
     durable_run_of,
-    is_suspension,
+    enter_durable,
+    in_durable,
+    keeps_claim,
+    leave_durable,
 )
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
 from idempotent_lambda._identity import Invocation, key_source_of
@@ -168,7 +171,9 @@ class IdempotentFunction:
         ``known`` is the key's record as a batch just read it (see `flow`).
         """
         durable = durable_run_of(context)
+        scope = None
         if durable is not None:
+            scope = enter_durable(context)  # which errors keep the claim: see keeps_claim
             context = durable.lambda_context
         own = as_lambda_context(context)
         seen = current_lambda_context.get()
@@ -194,6 +199,8 @@ class IdempotentFunction:
             current_lambda_context.reset(token)
             if own is not None:
                 stop_running(own)
+            if scope is not None:
+                leave_durable(scope)
 
     def _durable(self, inv: Invocation, durable: DurableRun) -> Invocation:
         """Make ``inv`` the claim of a durable execution rather than of one invocation.
@@ -436,7 +443,7 @@ class IdempotentFunction:
         except BaseException as exc:
             close_transaction(transaction)  # its writes are discarded
             tally.handler_ms = _ms_since(started)
-            if is_suspension(exc):  # the execution goes on in a later invocation: keep the key
+            if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
             yield from self._release(inv, tally, exc)
@@ -456,6 +463,8 @@ class IdempotentFunction:
             completed = yield from self._complete(inv, tally, data)
         if completed:
             tally.report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED)
+        if in_durable():  # as a replay returns it, so the SDK checkpoints what replays give
+            return self._from_dict(self.config.format.decode_result(data))
         return result
 
     def _stored_text(self, result: Any) -> str | None:

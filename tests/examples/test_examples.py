@@ -629,6 +629,7 @@ TEST_MODULES = [
     "testing/test_async_orders.py",
     "testing/test_table_stream.py",
     "http/test_create_order.py",
+    "durable/test_order_workflow.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]
