@@ -8,6 +8,7 @@ library runs with or without the SDK installed, and with stand-ins that have tha
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import sys
 from typing import Any, NamedTuple
@@ -17,6 +18,10 @@ from typing import Any, NamedTuple
 DURABLE_LEASE_SECONDS = 366 * 24 * 3600
 
 _SDK_EXCEPTIONS = "aws_durable_execution_sdk_python.exceptions"
+#: The ``DurableContext`` of the durable handler or step running in this thread or task.
+_running: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "idempotent_lambda_durable_context", default=None
+)
 
 
 class DurableRun(NamedTuple):
@@ -52,6 +57,68 @@ def durable_run_of(context: Any) -> DurableRun | None:
     return DurableRun(
         arn, getattr(context, "lambda_context", None), bool(callable(replaying) and replaying())
     )
+
+
+def enter_durable(context: Any) -> contextvars.Token[Any]:
+    """Mark ``context`` as the durable context of the body about to run (see `keeps_claim`)."""
+    return _running.set(context)
+
+
+def leave_durable(token: contextvars.Token[Any]) -> None:
+    """Undo `enter_durable`."""
+    _running.reset(token)
+
+
+def in_durable() -> bool:
+    """Tell whether a durable handler or step is running in this thread or task."""
+    return _running.get() is not None
+
+
+def keeps_claim(error: BaseException) -> bool:
+    """Tell whether a body that raised ``error`` keeps its claim instead of releasing it.
+
+    Outside a durable execution only the SDK's suspension keeps it. Inside one (DESIGN §13) the
+    claim lives as long as the execution: only an error that the SDK answers by failing the
+    execution releases it (`ends_execution`). Everything it answers by invoking the execution
+    again keeps it.
+    """
+    context = _running.get()
+    if context is None:
+        return is_suspension(error)
+    return not ends_execution(error, context)
+
+
+def ends_execution(error: BaseException, context: Any) -> bool:
+    """Tell whether the SDK ends the execution (FAILED) when its handler raises ``error``.
+
+    Mirrors ``durable_execution``'s answer, read from the SDK's public exception types:
+
+    - after the service revoked the invocation's checkpoint token
+      (``context.state.is_checkpoint_token_revoked``), any error ends the invocation as
+      PENDING: the execution goes on;
+    - ``SuspendExecution`` and every other `BaseException` that is not an `Exception` (among
+      them an unknown one) end only the invocation; ``BackgroundThreadError`` fails the
+      execution only for a non-retryable ``BotoClientError`` of the checkpoint thread;
+    - an ``InvocationError`` (``CheckpointError``, ``RetryableSerDesError``,
+      ``StepInterruptedError``...) fails the execution only when ``is_retryable()`` is False;
+    - any other `Exception` (the handler's own, ``ExecutionError``) fails it.
+
+    Without the SDK loaded (a stand-in context) an `Exception` ends it and nothing else does.
+    """
+    state = getattr(context, "state", None)
+    if getattr(state, "is_checkpoint_token_revoked", False) is True:
+        return False
+    sdk = sys.modules.get(_SDK_EXCEPTIONS)
+    if sdk is None:
+        return isinstance(error, Exception)
+    if isinstance(error, sdk.BackgroundThreadError):
+        source = error.source_exception
+        return isinstance(source, sdk.BotoClientError) and not source.is_retryable()
+    if not isinstance(error, Exception):
+        return False
+    if isinstance(error, sdk.InvocationError):
+        return not error.is_retryable()
+    return True
 
 
 def is_suspension(error: BaseException) -> bool:

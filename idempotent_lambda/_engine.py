@@ -25,7 +25,10 @@ from idempotent_lambda._durable_context import (
     DURABLE_LEASE_SECONDS,
     DurableRun,
     durable_run_of,
-    is_suspension,
+    enter_durable,
+    in_durable,
+    keeps_claim,
+    leave_durable,
 )
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
 from idempotent_lambda._identity import Invocation, key_source_of
@@ -189,7 +192,9 @@ class IdempotentFunction:
         ``known`` is the key's record as a batch just read it (see `flow`).
         """
         durable = durable_run_of(context)
+        scope = None
         if durable is not None:
+            scope = enter_durable(context)  # which errors keep the claim: see keeps_claim
             context = durable.lambda_context
         own = as_lambda_context(context)
         seen = current_lambda_context.get()
@@ -215,6 +220,8 @@ class IdempotentFunction:
             current_lambda_context.reset(token)
             if own is not None:
                 stop_running(own)
+            if scope is not None:
+                leave_durable(scope)
 
     def _durable(self, inv: Invocation, durable: DurableRun) -> Invocation:
         """Make ``inv`` the claim of a durable execution rather than of one invocation.
@@ -379,6 +386,10 @@ class IdempotentFunction:
     ) -> Generator[Effect, Any, IdempotencyRecord | None]:
         """Poll until the holder completes (return its record) or gives the key up (None).
 
+        The holder the refused claim reported counts as live until its lease ends, even while a
+        read shows an older record: on Redis in Powertools' layout, a caller that holds the
+        orphan lock is taking over a record that still reads as abandoned (or expired).
+
         Raises `IdempotencyAlreadyInProgressError` when waiting is off or its budget runs out.
         """
         clock = self.store.clock
@@ -389,11 +400,18 @@ class IdempotentFunction:
         budget_end = inv.lease_end_ms if math.isinf(wait_s) else started + int(wait_s * 1000)
         if inv.deadline_ms is not None:
             budget_end = min(budget_end, inv.deadline_ms - _WAIT_DEADLINE_MARGIN_MS)
+        reported = holder if holder is not None and holder.status is Status.IN_PROGRESS else None
         pause = _WAIT_FIRST_S
         paused_ms = 0.0
-        while holder is not None and holder.status is Status.IN_PROGRESS:
+        while holder is not None:
             now = clock.now_ms()
-            if holder.lease_passed(now - CLOCK_SKEW_TOLERANCE_MS):
+            in_progress = holder.status is Status.IN_PROGRESS
+            if not in_progress and not holder.expired_at(now):
+                return holder
+            cutoff = now - CLOCK_SKEW_TOLERANCE_MS
+            if (reported is None or reported.lease_passed(cutoff)) and (
+                not in_progress or holder.lease_passed(cutoff)
+            ):
                 return None
             # The pauses count too, so the budget runs out even on a clock that stands still
             # or jumps back (a test's ManualClock): waiting never turns into a hang.
@@ -401,7 +419,7 @@ class IdempotentFunction:
                 tally.report(Outcome.IN_PROGRESS)
                 raise IdempotencyAlreadyInProgressError(
                     "another invocation is processing this idempotency key",
-                    lease_expires_at_ms=holder.in_progress_expiry_timestamp,
+                    lease_expires_at_ms=_lease_end(holder if in_progress else None, reported),
                 )
             yield Pause(pause)
             paused_ms += pause * 1000
@@ -409,9 +427,7 @@ class IdempotentFunction:
             holder = yield from self._store(tally, "get", self.store.get, inv.key)
             if holder is not None and holder.idempotency_key != inv.key:
                 yield from self._refuse_other_key(inv, tally, "get", held=False)
-        if holder is None or holder.expired_at(clock.now_ms()):
-            return None
-        return holder
+        return None
 
     def _refuse_other_key(
         self, inv: Invocation, tally: Tally, operation: str, *, held: bool
@@ -448,7 +464,7 @@ class IdempotentFunction:
         except BaseException as exc:
             close_transaction(transaction)  # its writes are discarded
             tally.handler_ms = _ms_since(started)
-            if is_suspension(exc):  # the execution goes on in a later invocation: keep the key
+            if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
             yield from self._release(inv, tally, exc)
@@ -468,6 +484,8 @@ class IdempotentFunction:
             completed = yield from self._complete(inv, tally, data)
         if completed:
             tally.report(Outcome.TAKEN_OVER if took_over else Outcome.CLAIMED)
+        if in_durable():  # as a replay returns it, so the SDK checkpoints what replays give
+            return self._from_dict(self.config.format.decode_result(data))
         return result
 
     def _stored_text(self, result: Any) -> str | None:
@@ -764,6 +782,13 @@ def _is_own_claim(record: IdempotencyRecord | None, inv: Invocation) -> bool:
     if record is None or record.status is not Status.IN_PROGRESS:
         return False
     return record.owner == inv.owner or (inv.adopts_unowned and record.owner is None)
+
+
+def _lease_end(*holders: IdempotencyRecord | None) -> int | None:
+    """Return the latest lease end among ``holders`` (None when none has one)."""
+    ends = [h.in_progress_expiry_timestamp for h in holders if h is not None]
+    known = [end for end in ends if end is not None]
+    return max(known) if known else None
 
 
 def _add_note(error: BaseException, note: str) -> None:

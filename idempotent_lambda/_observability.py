@@ -43,7 +43,8 @@ class Outcome(str, enum.Enum):
     STORE_ERROR = "STORE_ERROR"
     """The store failed before the body ran; the body did not run."""
     SUSPENDED = "SUSPENDED"
-    """A durable execution suspended (a wait, a callback, a retry delay): its claim stays."""
+    """A durable invocation ended and the execution goes on (a suspension, an error the SDK
+    answers by invoking it again): its claim stays."""
     SKIPPED = "SKIPPED"
     """No key material and keys are optional: the body ran without idempotency."""
     DISABLED = "DISABLED"

@@ -18,6 +18,7 @@ from idempotent_lambda._engine import Derive
 from idempotent_lambda._entry import Entry, Locate, keyword_only, locate_event, named_by, wrap
 from idempotent_lambda._identity import Invocation, derive_invocation
 from idempotent_lambda._lambda_context import LambdaContextLike
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.protocol import PersistenceStore
@@ -46,7 +47,8 @@ def idempotent(
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         return _decorate(entry, function, locate_event, NoOpSerializer())
 
-    return decorate
+    options = {"persistence_store": persistence_store, "config": config, "key_prefix": key_prefix}
+    return exposing("idempotent", options, decorate)
 
 
 @keyword_only("@idempotent_function(data_keyword_argument=..., persistence_store=...)")
@@ -74,7 +76,14 @@ def idempotent_function(
         serializer = resolve_serializer(output_serializer, function)
         return _decorate(entry, function, locate, serializer)
 
-    return decorate
+    options = {
+        "data_keyword_argument": data_keyword_argument,
+        "persistence_store": persistence_store,
+        "config": config,
+        "output_serializer": output_serializer,
+        "key_prefix": key_prefix,
+    }
+    return exposing("idempotent_function", options, decorate)
 
 
 def _decorate(

@@ -3,9 +3,9 @@
 `aws-durable-execution-sdk-python` checkpoints a step's result once the step returns. A step
 interrupted after its side effect and before that checkpoint (Lambda stopped, timed out or
 crashed) runs again in the next invocation, with either of the SDK's step semantics. `step`
-puts a record of ours between the two: the side effect runs under a claim keyed by the durable
-execution's ARN and the step's name, its result is stored before the SDK checkpoints it, and a
-rerun replays the stored result instead of running the side effect again.
+puts a record of ours between the two: the side effect runs under a claim keyed by the step's
+place in the durable execution, its result is stored before the SDK checkpoints it, and a rerun
+replays the stored result instead of running the side effect again.
 
 The SDK is needed only by the code that calls `step` (it passes the ``DurableContext``); this
 module never imports it. Install it with the extra ``idempotent-lambda[durable]``.
@@ -13,13 +13,17 @@ module never imports it. Install it with the extra ``idempotent-lambda[durable]`
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import dataclasses
+import math
+import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from idempotent_lambda._durable_context import durable_run_of
+from idempotent_lambda._durable_context import durable_run_of, enter_durable, leave_durable
 from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._entry import Entry, refuse_unrunnable
 from idempotent_lambda._grant import check_granted
@@ -31,24 +35,32 @@ from idempotent_lambda.persistence.protocol import PersistenceStore
 from idempotent_lambda.serialization import NoOpSerializer
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-__all__ = ["step", "step_key"]
+__all__ = ["BoundStep", "idempotent_step", "step", "step_key"]
+
+#: The name of the one SDK step per context that draws the context's identity (`_place`).
+SCOPE_STEP_NAME = "idempotent_lambda.scope"
 
 _running_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "idempotent_lambda_durable_step_key", default=None
 )
-# DurableContext -> the step names it has run in this invocation. The handler runs from the top
-# in every invocation, with a new context, so the names it meets are the same each time.
-_names_seen: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-_names_lock = threading.Lock()
+# DurableContext -> its identity and the steps it has run in this invocation, by name. The
+# handler runs from the top in every invocation, with new contexts, and meets them in the same
+# order each time.
+_scopes: weakref.WeakKeyDictionary[Any, tuple[str, dict[str, int]]] = weakref.WeakKeyDictionary()
+_scopes_lock = threading.Lock()
+#: Called with the step's name once its record is completed, before the SDK checkpoints it:
+#: `idempotent_lambda.testing.durable.stop_after_step` stops the invocation there.
+after_record: list[Callable[[str], None]] = []
 
 
 def step(
     context: Any,
     func: Callable[[Any], T],
     *,
-    name: str,
-    persistence_store: PersistenceStore,
+    name: str | None = None,
+    persistence_store: PersistenceStore | None = None,
     config: IdempotencyConfig | None = None,
     payload: Any = None,
     step_config: Any = None,
@@ -56,37 +68,55 @@ def step(
 ) -> T:
     """Run ``context.step(func, name=name)`` with ``func``'s side effect at most once.
 
-    The record's key is the durable execution's ARN and ``name``, so it is the same in every
-    invocation of the execution and different in every other execution. A completed record is
-    replayed instead of running ``func`` (the SDK then checkpoints that result); ``func``
-    raising releases the record, so the SDK's retry strategy runs it again as it would without
-    us. While ``func`` runs, `step_key` returns the key, to pass downstream as that API's own
-    idempotency key.
+    The record's key is the step's place in the durable execution: its execution's ARN, the
+    identity of the ``DurableContext`` it runs in (drawn once per context by an SDK step named
+    `SCOPE_STEP_NAME` and checkpointed, so every replay reads the same), its ``name`` and how
+    many steps of that name the context ran before it. So the same code in every branch of
+    ``map``, ``parallel`` or ``run_in_child_context``, or in a loop, gets a record per branch and
+    per turn, and the same record in every invocation of the execution. A completed record is
+    replayed instead of running ``func`` (the SDK then checkpoints that result); ``func`` raising
+    releases the record, so the SDK's retry strategy runs it again as it would without us. While
+    ``func`` runs, `step_key` returns the key, to pass downstream as that API's own idempotency
+    key.
 
     Args:
-        context: The ``DurableContext`` the ``@durable_execution`` handler was given (or
-            anything with its ``execution_context.durable_execution_arn`` and ``step``).
-        func: The step's function; it receives the SDK's step context.
-        name: The step's name: unique within the execution.
-        persistence_store: Where records live.
+        context: The ``DurableContext`` the ``@durable_execution`` handler (or a branch) was
+            given, or anything with its ``execution_context.durable_execution_arn`` and ``step``.
+        func: The step's function; it receives the SDK's step context. A `BoundStep` (made by
+            `idempotent_step`) brings its own name, store and settings.
+        name: The step's name (default: a `BoundStep`'s function name).
+        persistence_store: Where records live (default: a `BoundStep`'s store).
         config: Validation, expiry, waiting and record-format settings. Its
-            ``event_key_jmespath`` must be empty: the key is the execution and the step.
+            ``event_key_jmespath`` must be empty: the key is the step's place. A step waits for
+            an earlier invocation's claim as long as its own invocation can, unless
+            ``wait_for_in_progress_seconds`` sets a budget.
         payload: The step's inputs, when a rerun must be refused for other inputs: hashed
             (through ``payload_validation_jmespath`` when set) and checked on replay.
         step_config: The SDK's ``StepConfig`` (retry strategy, semantics), passed on as is.
         key_prefix: Replaces the default prefix ``"{function name}.idempotent_lambda.durable"``.
 
     Returns:
-        What ``func`` returned, or the stored result of the run that already happened.
+        What ``func`` returned as a replay returns it (decoded from its stored form, so a
+        replay compares equal to the first run), or the stored result of the run that already
+        happened.
 
     Raises:
-        IdempotencyConfigError: ``context`` is not a durable context, an argument is not
-            usable, or ``name`` was already used in this execution's context.
-        IdempotencyAlreadyInProgressError: Another invocation is running this step now.
+        IdempotencyConfigError: ``context`` is not a durable context, or an argument is not
+            usable (no name, no store).
+        IdempotencyAlreadyInProgressError: Another invocation held this step past this one's
+            own deadline.
         IdempotencyValidationError: ``payload`` differs from the one the step first ran with.
         IdempotencyKeyPrefixNotGrantedError: The CDK construct granted the function other key
             prefixes than the step's (`key_prefix`, or the default one).
     """
+    if isinstance(func, BoundStep):
+        name = func.name if name is None else name
+        persistence_store = (
+            func.persistence_store if persistence_store is None else persistence_store
+        )
+        config = func.config if config is None else config
+        key_prefix = func.key_prefix if key_prefix is None else key_prefix
+        step_config = func.step_config if step_config is None else step_config
     run = durable_run_of(context)
     if run is None or not callable(getattr(context, "step", None)):
         raise IdempotencyConfigError(
@@ -94,19 +124,25 @@ def step(
             "handler (execution_context.durable_execution_arn and step)"
         )
     if not isinstance(name, str) or not name:
-        raise IdempotencyConfigError("a durable step needs a non-empty name: it is the key")
+        raise IdempotencyConfigError("a durable step needs a non-empty name")
+    if persistence_store is None:
+        raise IdempotencyConfigError(
+            "a durable step needs a persistence_store (or a function made by idempotent_step)"
+        )
     entry = Entry(persistence_store, config, key_prefix)
     settings = entry.config
     if settings.event_key_jmespath:
         raise IdempotencyConfigError(
-            "a durable step's key is its execution and name: leave event_key_jmespath empty "
-            "(pass payload= to validate the step's inputs)"
+            "a durable step's key is its place in the execution: leave event_key_jmespath "
+            "empty (pass payload= to validate the step's inputs)"
         )
+    if not settings.wait_for_in_progress_seconds:  # see docs/durable.md, "After a crash"
+        settings = dataclasses.replace(settings, wait_for_in_progress_seconds=math.inf)
     prefix = key_prefix or f"{settings.format.function_name()}.idempotent_lambda.durable"
     check_granted(prefix)
     refuse_unrunnable(func)
-    _claim_name(context, name)
-    material = {"execution": run.arn, "step": name}
+    scope, turn = _place(context, name)
+    material = {"execution": run.arn, "scope": scope, "step": name, "turn": turn}
     key = f"{prefix}#{digest(settings, material)}"
     validated = _validation_material(settings, payload)
     clock = entry.store.clock
@@ -130,13 +166,100 @@ def step(
 
     def run_once(step_context: Any) -> T:
         token = _running_key.set(key)
+        scope_token = enter_durable(context)
         try:
-            return engine.call(run.lambda_context, derive, lambda: func(step_context))
+            result = engine.call(run.lambda_context, derive, lambda: func(step_context))
         finally:
+            leave_durable(scope_token)
             _running_key.reset(token)
+        for hook in after_record:
+            hook(name)
+        return result
 
     result: T = context.step(run_once, name=name, config=step_config)
     return result
+
+
+class BoundStep(Generic[T]):
+    """A step function with its arguments, name, store and settings: what `step` runs.
+
+    Made by calling a function decorated with `idempotent_step`; pass it to `step`, where its
+    settings are the defaults that `step`'s own arguments override.
+    """
+
+    __slots__ = ("_call", "config", "key_prefix", "name", "persistence_store", "step_config")
+
+    def __init__(
+        self,
+        call: Callable[[Any], T],
+        *,
+        name: str,
+        persistence_store: PersistenceStore,
+        config: IdempotencyConfig | None,
+        key_prefix: str | None,
+        step_config: Any,
+    ) -> None:
+        self._call = call
+        self.name = name
+        self.persistence_store = persistence_store
+        self.config = config
+        self.key_prefix = key_prefix
+        self.step_config = step_config
+
+    def __call__(self, step_context: Any) -> T:
+        """Run the function with the SDK's step context and the bound arguments."""
+        return self._call(step_context)
+
+
+def idempotent_step(
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    step_config: Any = None,
+    name: str | None = None,
+) -> Callable[[Callable[Concatenate[Any, P], T]], Callable[P, BoundStep[T]]]:
+    """Decorate a step function once with its store, as the SDK's ``@durable_step`` names it.
+
+    The decorated function takes the SDK's step context first, then its own arguments. Called
+    with those arguments it returns a `BoundStep`, which `step` runs:
+
+        @idempotent_step(persistence_store=store)
+        def charge(step_context, order_id, amount): ...
+
+        receipt = step(context, charge(order_id, amount))
+
+    Args:
+        persistence_store: Where the step's records live.
+        config: Its settings (see `step`).
+        key_prefix: Replaces the default key prefix (see `step`).
+        step_config: The SDK's ``StepConfig`` for every call.
+        name: The step's name (default: the function's ``__name__``).
+
+    Raises:
+        IdempotencyConfigError: ``persistence_store`` or ``config`` is not usable.
+    """
+    Entry(persistence_store, config, key_prefix)  # refuse bad settings at import time
+
+    def decorate(func: Callable[Concatenate[Any, P], T]) -> Callable[P, BoundStep[T]]:
+        step_name = name or getattr(func, "__name__", None) or "step"
+
+        def bind(*args: P.args, **kwargs: P.kwargs) -> BoundStep[T]:
+            return BoundStep(
+                lambda step_context: func(step_context, *args, **kwargs),
+                name=step_name,
+                persistence_store=persistence_store,
+                config=config,
+                key_prefix=key_prefix,
+                step_config=step_config,
+            )
+
+        bind.__name__ = step_name
+        bind.__qualname__ = getattr(func, "__qualname__", step_name)
+        bind.__doc__ = func.__doc__
+        return bind
+
+    return decorate
 
 
 def step_key() -> str:
@@ -157,20 +280,33 @@ def step_key() -> str:
     return key
 
 
-def _claim_name(context: Any, name: str) -> None:
-    """Refuse a second step named ``name`` in ``context``: both would share one record."""
-    with _names_lock:
+def _place(context: Any, name: str) -> tuple[str, int]:
+    """Return the identity of ``context`` and how many steps named ``name`` it ran before.
+
+    The identity is drawn by an SDK step the first time ``context`` runs one of ours, so the
+    SDK checkpoints it before any side effect and every replay reads the same value: it differs
+    in each branch and child context (each has its own operation ids) and never changes. A
+    context that cannot be weakly referenced draws it on every call.
+    """
+    with _scopes_lock:
         try:
-            seen = _names_seen.setdefault(context, set())
-        except TypeError:  # a context that cannot be weakly referenced is not checked
-            return
-        if name in seen:
-            raise IdempotencyConfigError(
-                f"two durable steps are named {name!r} in one execution: the second would "
-                "replay the first one's result; give each step its own name (a loop or a "
-                "parallel branch can add its item's id)"
-            )
-        seen.add(name)
+            known = _scopes.get(context)
+        except TypeError:
+            known = None
+    if known is None:
+        scope: str = context.step(_draw_scope, name=SCOPE_STEP_NAME)
+        known = (scope, {})
+        with _scopes_lock, contextlib.suppress(TypeError):
+            known = _scopes.setdefault(context, known)
+    with _scopes_lock:
+        turns = known[1]
+        turn = turns.get(name, 0)
+        turns[name] = turn + 1
+    return known[0], turn
+
+
+def _draw_scope(_step_context: Any) -> str:
+    return os.urandom(16).hex()
 
 
 def _validation_material(config: IdempotencyConfig, payload: Any) -> Any:

@@ -32,6 +32,12 @@ Every error the library raises on its own account derives from `IdempotencyError
 
 Exceptions raised by the decorated function itself are never wrapped: they propagate unchanged.
 
+Every error is importable from here. Those a handler's caller catches (`IdempotencyError`, the
+config, key, validation, in-progress, store, unstorable-result and transaction errors) are also
+importable from `idempotent_lambda`, and the transaction errors from
+`idempotent_lambda.transaction`; `tests/unit/test_docs_errors_importable.py` checks every error
+a docs page names, and every import a page shows.
+
 Every exception class of Powertools' ``idempotency.exceptions`` exists here under its name, placed
 so that an ``except`` clause written for Powertools still catches what it meant to; Powertools'
 common base ``BaseError`` is `IdempotencyError`.

@@ -7,7 +7,8 @@ Fixtures:
     idempotency_dynamodb_store: A `DynamoDBPersistenceLayer` on that clock, on a fresh table of
         moto's DynamoDB-compatible server (needs the `testing` extra).
     idempotency_dynamodb_table: That fresh table's name, with boto3 pointed at the server
-        through the environment, for handlers that build their own store.
+        through the environment (every service: the table's stream, S3, EventBridge, SQS),
+        for handlers that build their own store.
     idempotency_table_name: The name the table gets: unique per test; override the fixture
         to pin it.
     idempotency_dynamodb_endpoint: The server's URL; started on 127.0.0.1 once per session.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,6 +61,9 @@ _AWAY = (
     "AWS_SESSION_TOKEN",
     "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
 )
+#: The services a test of idempotent code and its outbox talks to, each named by its own
+#: variable too (botocore's names: the service id, upper case, spaces as underscores).
+_LOCAL_SERVICES = ("DYNAMODB", "DYNAMODB_STREAMS", "S3", "EVENTBRIDGE", "SQS")
 
 
 @pytest.fixture
@@ -105,13 +110,20 @@ def idempotency_dynamodb_table(
 ) -> Iterator[str]:
     """Create a fresh, empty idempotency table on the local server and yield its name.
 
-    For the test, boto3 clients built anywhere reach that server: `AWS_ENDPOINT_URL_DYNAMODB`
-    is set to it, with dummy credentials and a region, and the profile variables are unset.
-    The table is deleted when the test ends.
+    For the test, boto3 clients of any service built anywhere reach that server, which serves
+    every service moto emulates on one port (DynamoDB and its Streams, S3, EventBridge, SQS,
+    ...): `AWS_ENDPOINT_URL` is set to it, and so are `AWS_ENDPOINT_URL_DYNAMODB`,
+    `_DYNAMODB_STREAMS`, `_S3`, `_EVENTBRIDGE` and `_SQS`; any other `AWS_ENDPOINT_URL_*` of
+    the shell is unset, so no service is sent elsewhere. Credentials and a region are dummies,
+    the profile variables are unset. The table is deleted when the test ends.
     """
     import boto3
 
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", idempotency_dynamodb_endpoint)
+    for name in [name for name in os.environ if name.startswith("AWS_ENDPOINT_URL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", idempotency_dynamodb_endpoint)
+    for service in _LOCAL_SERVICES:
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", idempotency_dynamodb_endpoint)
     for name, value in _LOCAL_AWS.items():
         monkeypatch.setenv(name, value)
     for name in _AWAY:

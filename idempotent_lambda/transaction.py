@@ -28,6 +28,10 @@ transaction is cancelled nothing is written and:
   `IdempotencyTransactionConflictError` with DynamoDB's reason for each write;
 - any other failure after the body: the record is released and the error propagates.
 
+Both errors of a transaction are importable from here, as from `idempotent_lambda` and
+`idempotent_lambda.exceptions`: `IdempotencyTransactionError` and
+`IdempotencyTransactionConflictError` (its `reasons` are `CancellationReason`s).
+
 A body that raises (or whose result the adapter does not store, such as an HTTP 5xx) discards
 its queued writes. With idempotency off (``IDEMPOTENCY_DISABLED``), no key in the payload, or an
 HTTP method the adapter leaves alone, the decorators and adapters still commit the queued writes,
@@ -40,7 +44,11 @@ import contextvars
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from idempotent_lambda.exceptions import IdempotencyTransactionError
+from idempotent_lambda.exceptions import (
+    CancellationReason,
+    IdempotencyTransactionConflictError,
+    IdempotencyTransactionError,
+)
 from idempotent_lambda.persistence.protocol import (
     MAX_TRANSACTION_WRITES,
     TransactionalStore,
@@ -50,7 +58,15 @@ from idempotent_lambda.persistence.protocol import (
 if TYPE_CHECKING:
     from boto3.dynamodb.types import TypeSerializer
 
-__all__ = ["MAX_TRANSACTION_WRITES", "TransactItem", "Transaction", "current_transaction"]
+__all__ = [
+    "MAX_TRANSACTION_WRITES",
+    "CancellationReason",
+    "IdempotencyTransactionConflictError",
+    "IdempotencyTransactionError",
+    "TransactItem",
+    "Transaction",
+    "current_transaction",
+]
 
 _OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
 

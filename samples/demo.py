@@ -3,12 +3,15 @@
     python -m samples.demo                          # the scenario, on an embedded moto server
     python -m samples.demo --endpoint-url URL       # the same on DynamoDB Local, or an account
         [--s3-endpoint-url URL]                     # ... with the bucket on that S3 endpoint
+        [--events-endpoint-url URL]                 # ... the outbox's bus and queue there
     python -m samples.demo --handler samples.app.create_order.handler \\
         --event samples/events/create_order.json [--times 2]   # one handler, one event
 
 The tables (and, on the embedded server or with --s3-endpoint-url, the large-results bucket) are
 created from template.yaml's definitions and the handlers get the environment the template gives
-them; without an S3 endpoint LARGE_RESULTS_BUCKET is left unset (no offload). The scenario exits
+them; without an S3 endpoint LARGE_RESULTS_BUCKET is left unset (no offload). The outbox's event
+bus, rule and queue are created on the embedded server (which serves EventBridge and SQS too) or
+on --events-endpoint-url; without one the outbox step is skipped. The scenario exits
 non-zero if any expectation fails; the single-event mode prints each response (and the library's
 decisions) and exits non-zero if the handler raised.
 """
@@ -27,10 +30,12 @@ from samples.local_server import dynamodb_endpoint
 from samples.scenario import Transcript, run_scenario, start_app
 
 
-def run_demo(endpoint_url: str, s3_endpoint_url: str | None = None) -> int:
+def run_demo(
+    endpoint_url: str, s3_endpoint_url: str | None = None, events_endpoint_url: str | None = None
+) -> int:
     """Play the scenario against ``endpoint_url``; return the number of failed checks."""
     t = Transcript()
-    with start_app(endpoint_url, s3_endpoint_url) as app:
+    with start_app(endpoint_url, s3_endpoint_url, events_endpoint_url) as app:
         print(f"DynamoDB endpoint {endpoint_url}; tables from template.yaml:")
         for logical_id, name in app.tables.items():
             print(f"   {logical_id:<20} -> {name}")
@@ -40,6 +45,11 @@ def run_demo(endpoint_url: str, s3_endpoint_url: str | None = None) -> int:
             print(f"S3 endpoint {s3_endpoint_url}; buckets from template.yaml:")
             for logical_id, name in app.buckets.items():
                 print(f"   {logical_id:<20} -> {name}")
+        if app.outbox is None:
+            print("no EventBridge/SQS endpoint: the outbox's events are not published")
+        else:
+            print(f"EventBridge and SQS endpoint {events_endpoint_url}: OrderEventsBus, ")
+            print("   OrderCreatedRule -> OrderEventsQueue, from template.yaml")
         run_scenario(app, t)
     if t.failures:
         print(f"\n{len(t.failures)} of {t.checks} checks FAILED:")
@@ -53,13 +63,16 @@ def run_demo(endpoint_url: str, s3_endpoint_url: str | None = None) -> int:
 def run_single(
     endpoint_url: str,
     s3_endpoint_url: str | None,
+    events_endpoint_url: str | None,
+    *,
     handler_path: str,
     event_path: Path,
     times: int,
 ) -> int:
     """Invoke one handler with one event file ``times`` times; print what comes back."""
     event = json.loads(event_path.read_text(encoding="utf-8"))
-    with start_app(endpoint_url, s3_endpoint_url) as app:
+    times = max(times, 1)
+    with start_app(endpoint_url, s3_endpoint_url, events_endpoint_url) as app:
         handler = load_handler(handler_path)
         function_name = handler_path.rsplit(".", 2)[-2]
         for attempt in range(1, times + 1):
@@ -87,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         help="create the large-results bucket on this S3 endpoint "
         "(default: the embedded server; none with --endpoint-url)",
     )
+    parser.add_argument(
+        "--events-endpoint-url",
+        help="create the outbox's bus, rule and queue on this EventBridge and SQS endpoint "
+        "(default: the embedded server; none with --endpoint-url)",
+    )
     parser.add_argument("--handler", help="dotted path of a handler to invoke with --event")
     parser.add_argument("--event", type=Path, help="JSON event file for --handler")
     parser.add_argument("--times", type=int, default=1, help="invoke --handler this many times")
@@ -102,9 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     with dynamodb_endpoint(args.endpoint_url) as endpoint:
         # moto serves S3 on the same endpoint; another DynamoDB endpoint needs its own S3 one.
         s3_endpoint = args.s3_endpoint_url or (endpoint if args.endpoint_url is None else None)
+        events_endpoint = args.events_endpoint_url or (
+            endpoint if args.endpoint_url is None else None
+        )
         if args.handler:
-            return run_single(endpoint, s3_endpoint, args.handler, args.event, max(args.times, 1))
-        return 1 if run_demo(endpoint, s3_endpoint) else 0
+            return run_single(
+                endpoint,
+                s3_endpoint,
+                events_endpoint,
+                handler_path=args.handler,
+                event_path=args.event,
+                times=args.times,
+            )
+        return 1 if run_demo(endpoint, s3_endpoint, events_endpoint) else 0
 
 
 if __name__ == "__main__":

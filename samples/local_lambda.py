@@ -250,3 +250,140 @@ def as_ttl_removal(record: Mapping[str, Any]) -> dict[str, Any]:
         **record,
         "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
     }
+
+
+class QueueReader:
+    """Receive a queue's messages as Lambda's SQS event source mapping does, and settle them.
+
+    `receive` takes every visible message (they stay invisible for the queue's visibility
+    timeout) in the Lambda event's record shape; `settle` deletes those the function did not
+    report in ``batchItemFailures``, as the mapping does, and leaves the others to come back.
+    """
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        """Read ``queue_url`` with an ``sqs`` client."""
+        self._client = client
+        self.queue_url = queue_url
+        self.arn = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+
+    def receive(self) -> list[dict[str, Any]]:
+        """Return every message visible now, as SQS event records."""
+        records: list[dict[str, Any]] = []
+        while True:
+            page = self._client.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=10,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                WaitTimeSeconds=0,
+            )
+            messages = page.get("Messages", [])
+            if not messages:
+                return records
+            records.extend(
+                {
+                    "messageId": message["MessageId"],
+                    "receiptHandle": message["ReceiptHandle"],
+                    "body": message["Body"],
+                    "attributes": message.get("Attributes", {}),
+                    "messageAttributes": message.get("MessageAttributes", {}),
+                    "md5OfBody": message["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.arn,
+                    "awsRegion": REGION,
+                }
+                for message in messages
+            )
+
+    def settle(self, records: list[dict[str, Any]], response: Mapping[str, Any]) -> None:
+        """Delete the messages of ``records`` that ``response`` does not report failed."""
+        failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+        for record in records:
+            if record["messageId"] not in failed:
+                self._client.delete_message(
+                    QueueUrl=self.queue_url, ReceiptHandle=record["receiptHandle"]
+                )
+
+
+def is_outbox_key(key: object) -> bool:
+    """Tell whether an idempotency-table key is an outbox item's: ``<record key>#outbox#<id>``."""
+    return isinstance(key, str) and "#outbox#" in f"#{key}"
+
+
+def filter_records(records: list[dict[str, Any]], patterns: list[str]) -> list[dict[str, Any]]:
+    """Keep the stream records an event source mapping with these filter ``patterns`` delivers.
+
+    Lambda's filter criteria are EventBridge patterns over the record; they are evaluated here by
+    moto's EventBridge pattern engine, as written in the template (OR-ed, as Lambda does).
+    """
+    from moto.events.models import EventPattern
+
+    compiled = [EventPattern(pattern, json.loads(pattern)) for pattern in patterns]
+    return [r for r in records if any(p.matches_event(r) for p in compiled)]
+
+
+class PublisherKilled(BaseException):
+    """The publisher's execution environment died (a timeout, an out-of-memory kill)."""
+
+
+class KillAfterPutEvents:
+    """Kill an invocation after its ``PutEvents`` succeeded and before its next DynamoDB write.
+
+    Registered on a boto3 session before its clients are made; `arm` makes the next such write
+    raise `PublisherKilled` instead of being sent: the events are on the bus, their outbox items
+    are not marked published, as when Lambda stops a publisher between the two calls.
+    """
+
+    WRITES = frozenset(
+        {"UpdateItem", "PutItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+    )
+
+    def __init__(self, session: Any) -> None:
+        """Watch the clients ``session`` makes from now on."""
+        self._armed = False
+        self._put = False
+        self.killed = 0
+        session.events.register("after-call.events.PutEvents", self._after_put_events)
+        session.events.register("before-call.dynamodb", self._before_write)
+
+    def arm(self) -> None:
+        """Kill the next invocation that writes to DynamoDB after a successful ``PutEvents``."""
+        self._armed, self._put = True, False
+
+    def _after_put_events(self, http_response: Any, parsed: Mapping[str, Any], **_: Any) -> None:
+        if self._armed and http_response.status_code == 200 and not parsed.get("FailedEntryCount"):
+            self._put = True
+
+    def _before_write(self, model: Any, **_: Any) -> None:
+        if self._armed and self._put and model.name in self.WRITES:
+            self._armed = self._put = False
+            self.killed += 1
+            raise PublisherKilled("killed after PutEvents, before marking the events published")
+
+
+class FailNextCommit:
+    """Fail the next ``TransactWriteItems``: the body ran, its writes and events are not stored.
+
+    Registered on a boto3 session before its clients are made; `arm` makes the next
+    transaction fail with DynamoDB's ``InternalServerError`` instead of being sent, as a commit
+    that DynamoDB could not complete. The invocation fails; its caller retries.
+    """
+
+    def __init__(self, session: Any) -> None:
+        """Watch the clients ``session`` makes from now on."""
+        self._armed = False
+        session.events.register("before-call.dynamodb.TransactWriteItems", self._before)
+
+    def arm(self) -> None:
+        """Fail the next transaction."""
+        self._armed = True
+
+    def _before(self, **_: Any) -> None:
+        if self._armed:
+            self._armed = False
+            from botocore.exceptions import ClientError
+
+            error = {"Code": "InternalServerError", "Message": "injected by the demo"}
+            raise ClientError({"Error": error}, "TransactWriteItems")

@@ -2,7 +2,9 @@
 
 The tables are created from the ``AWS::DynamoDB::Table`` resources of the template (key schema,
 billing mode, stream, SSE, TTL), the buckets from its ``AWS::S3::Bucket`` resources (encryption,
-public access block, ownership, lifecycle rules) when an S3 endpoint is given, and the functions'
+public access block, ownership, lifecycle rules) when an S3 endpoint is given, the event buses,
+their rules and the queues the rules target from the ``AWS::Events::*`` and ``AWS::SQS::Queue``
+resources when EventBridge and SQS endpoints are given, and the functions'
 environment is the template's ``Globals.Function.Environment`` with each ``!Ref`` resolved to the
 local table or bucket name, or to a parameter's default: the local shapes and names cannot drift
 from what ``sam deploy`` creates. Bucket policies are not applied: the local endpoint speaks plain
@@ -11,8 +13,9 @@ HTTP, which the template's deny-non-TLS policy would refuse (and moto does not e
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -242,6 +245,9 @@ class LocalStack:
     tables: dict[str, str]
     buckets: dict[str, str]
     environment: dict[str, str]
+    #: Event bus name by logical id; queue URL by logical id (the queues the rules target).
+    buses: dict[str, str] = field(default_factory=dict)
+    queues: dict[str, str] = field(default_factory=dict)
 
 
 def create_stack(
@@ -249,6 +255,8 @@ def create_stack(
     *,
     prefix: str,
     s3: Any = None,
+    events: Any = None,
+    sqs: Any = None,
     template: dict[str, Any] | None = None,
 ) -> LocalStack:
     """Create (or reuse) every table of the template as ``{prefix}{LogicalId}``, and its buckets.
@@ -258,6 +266,8 @@ def create_stack(
     endpoints lack it, and the library checks expiry in code anyway). With an ``s3`` client,
     every bucket is created (or reused) as ``{prefix}{logicalid}`` (lower case) and configured
     as the template says; without one, no bucket exists and the variables naming one are unset.
+    With ``events`` and ``sqs`` clients, every event bus, rule and queue a rule targets is created
+    too (`create_event_routes`); without them, the variables naming a bus are unset.
     """
     template = template if template is not None else load_template()
     parameters = parameter_defaults(template)
@@ -286,10 +296,117 @@ def create_stack(
                 getattr(s3, method)(Bucket=name, **arguments)
     elif definitions:
         logger.info("no S3 endpoint: buckets %s not created", ", ".join(definitions))
+    # Named even when not created: a function emitting to a bus only stores its name.
+    buses = {bus: f"{prefix}{bus}" for bus in resources_of(template, "AWS::Events::EventBus")}
+    queues: dict[str, str] = {}
+    if events is not None and sqs is not None:
+        queues = create_event_routes(events, sqs, template, prefix=prefix)
     environment = function_environment(
-        template, {**tables, **buckets}, omitted=frozenset(definitions) - set(buckets)
+        template, {**tables, **buckets, **buses}, omitted=frozenset(definitions) - set(buckets)
     )
-    return LocalStack(tables=tables, buckets=buckets, environment=environment)
+    return LocalStack(
+        tables=tables, buckets=buckets, environment=environment, buses=buses, queues=queues
+    )
+
+
+def resources_of(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """Return the ``Properties`` of every resource of type ``kind``, by logical id."""
+    return {
+        logical_id: resource.get("Properties", {})
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == kind
+    }
+
+
+#: Queue properties that matter only in a deployed stack.
+_QUEUE_DEPLOY_ONLY_PROPERTIES = frozenset({"SqsManagedSseEnabled", "Tags"})
+_QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod")
+
+
+def create_event_routes(
+    events: Any, sqs: Any, template: dict[str, Any], *, prefix: str
+) -> dict[str, str]:
+    """Create the template's event buses, their rules, and the SQS queues the rules target.
+
+    Each bus, rule and queue is ``{prefix}{LogicalId}``. Each rule keeps its event pattern and
+    targets (not their retry policy or dead-letter queue, which only a deployed bus applies),
+    each queue its visibility timeout, retention and redrive policy (its dead-letter queue is
+    created too). Existing ones are reused. Returns the queue URLs by logical id.
+
+    Raises:
+        ValueError: A rule refers to a bus that is not in the template, or targets something
+            other than a queue of the template, or a queue has a property not translated here.
+    """
+    buses = {bus: f"{prefix}{bus}" for bus in resources_of(template, "AWS::Events::EventBus")}
+    for name in buses.values():
+        try:
+            events.create_event_bus(Name=name)
+        except events.exceptions.ResourceAlreadyExistsException:
+            logger.info("event bus %s exists; reusing it", name)
+    queues: dict[str, str] = {}
+    arns: dict[str, str] = {}
+    definitions = resources_of(template, "AWS::SQS::Queue")
+
+    def queue_arn(logical_id: str) -> str:
+        if logical_id not in arns:
+            properties = definitions.get(logical_id)
+            if properties is None:
+                raise ValueError(f"{logical_id} is not a queue of the template")
+            unknown = set(properties) - _QUEUE_DEPLOY_ONLY_PROPERTIES - set(_QUEUE_ATTRIBUTES)
+            if unknown - {"RedrivePolicy"}:
+                raise ValueError(f"queue property not supported locally: {sorted(unknown)}")
+            attributes = {k: str(properties[k]) for k in _QUEUE_ATTRIBUTES if k in properties}
+            redrive = properties.get("RedrivePolicy")
+            if redrive:
+                target = _get_att_arn(redrive["deadLetterTargetArn"])
+                attributes["RedrivePolicy"] = json.dumps(
+                    {
+                        "deadLetterTargetArn": queue_arn(target),
+                        "maxReceiveCount": int(redrive["maxReceiveCount"]),
+                    }
+                )
+            url = sqs.create_queue(QueueName=f"{prefix}{logical_id}", Attributes=attributes)
+            queues[logical_id] = url["QueueUrl"]
+            arns[logical_id] = sqs.get_queue_attributes(
+                QueueUrl=url["QueueUrl"], AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+        return arns[logical_id]
+
+    for logical_id, rule in resources_of(template, "AWS::Events::Rule").items():
+        bus = rule.get("EventBusName", "default")
+        if isinstance(bus, dict):
+            if bus.get("Ref") not in buses:
+                raise ValueError(f"rule {logical_id}: bus {bus!r} is not in the template")
+            bus = buses[bus["Ref"]]
+        name = f"{prefix}{logical_id}"
+        events.put_rule(
+            Name=name,
+            EventBusName=bus,
+            EventPattern=json.dumps(rule["EventPattern"]),
+            State=rule.get("State", "ENABLED"),
+        )
+        targets = [
+            {"Id": target["Id"], "Arn": queue_arn(_get_att_arn(target["Arn"]))}
+            for target in rule.get("Targets", [])
+        ]
+        if targets:
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+    return queues
+
+
+def _get_att_arn(value: Any) -> str:
+    """Return the logical id of a ``!GetAtt X.Arn``.
+
+    Raises:
+        ValueError: ``value`` is something else.
+    """
+    if (
+        isinstance(value, dict)
+        and list(value) == ["Fn::GetAtt"]
+        and value["Fn::GetAtt"][1] == "Arn"
+    ):
+        return str(value["Fn::GetAtt"][0])
+    raise ValueError(f"cannot resolve {value!r} locally: only !GetAtt <queue>.Arn")
 
 
 def function_environment(

@@ -1,8 +1,9 @@
 """The narrated scenario of ``make demo``; ``tests/functional`` runs the same steps under pytest.
 
-`start_app` creates the tables from ``template.yaml`` on a DynamoDB endpoint (and its bucket on
-an S3 endpoint, when there is one), points the three handlers of `samples.app` at them through
-the environment the template defines, and returns a `LocalApp`. Each ``step_*`` drives the
+`start_app` creates the tables from ``template.yaml`` on a DynamoDB endpoint (its bucket on an
+S3 endpoint, and its event bus, rule and queue on EventBridge and SQS endpoints, when there are
+some), points the handlers of `samples.app` at them through the environment the template defines,
+and returns a `LocalApp`. Each ``step_*`` drives the
 handlers with the events Lambda would deliver, prints what happens to a `Transcript` and checks it
 (`Transcript.expect`); a failed check is counted, never raised, so the whole story is told.
 """
@@ -28,11 +29,16 @@ import boto3
 
 from samples.answers import expect_duplicates, explain_answers
 from samples.local_lambda import (
+    FailNextCommit,
     Handler,
+    KillAfterPutEvents,
+    QueueReader,
     StreamReader,
     as_ttl_removal,
+    filter_records,
     http_api_event,
     invoke,
+    is_outbox_key,
     load_handler,
     queue_arn,
     redelivered,
@@ -59,7 +65,10 @@ FUNCTIONS = {
     "CreateOrderFunction": ("samples.app.create_order", "orders.create_order"),
     "ProcessPaymentFunction": ("samples.app.process_payment", "orders.process_payment"),
     "ProjectOrdersFunction": ("samples.app.project_orders", "orders.project_orders"),
+    "ReserveStockFunction": ("samples.app.reserve_stock", "orders.reserve_stock"),
 }
+#: The outbox's publisher: no idempotency record of its own (it marks outbox items published).
+PUBLISHER = ("PublishEventsFunction", "samples.app.publish_events")
 
 
 class Transcript:
@@ -183,11 +192,23 @@ class RequestCounter:
 
     def __init__(self, session: boto3.session.Session) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
+        #: The requests on outbox items only (the publisher's reads and marks), by table and
+        #: operation: they are no idempotency decision's.
+        self.outbox: Counter[tuple[str, str]] = Counter()
         #: The ``TransactItems`` of every transaction sent, in order.
         self.transactions: list[list[dict[str, Any]]] = []
+        #: Entries sent with ``PutEvents``, by bus.
+        self.events_put: Counter[str] = Counter()
         self._lock = threading.Lock()
         session.events.register("before-parameter-build.dynamodb", self._seen)
         session.events.register("before-parameter-build.s3", self._seen_s3)
+        session.events.register("before-parameter-build.events.PutEvents", self._seen_events)
+
+    def _seen_events(self, params: Mapping[str, Any], **_: Any) -> None:
+        with self._lock:
+            for entry in params.get("Entries", []):
+                self.events_put[str(entry.get("EventBusName", "default"))] += 1
+            self.counts["events", "PutEvents"] += 1
 
     def _seen_s3(self, params: Mapping[str, Any], event_name: str, **_: Any) -> None:
         with self._lock:
@@ -203,9 +224,17 @@ class RequestCounter:
             tables = {
                 str(body.get("TableName", "-")) for write in writes for body in write.values()
             }
+        keys = [params.get("Key")] if "Key" in params else []
+        for request in params.get("RequestItems", {}).values():
+            keys.extend(request.get("Keys", []))
+        on_outbox = bool(keys) and all(
+            is_outbox_key((key or {}).get("id", {}).get("S", "")) for key in keys
+        )
         with self._lock:
             for table in tables:
                 self.counts[table, operation] += 1
+                if on_outbox:
+                    self.outbox[table, operation] += 1
             if writes is not None:
                 self.transactions.append(list(writes))
 
@@ -257,6 +286,11 @@ class LocalApp:
     decisions: DecisionLog
     requests: RequestCounter
     run_id: str
+    #: The outbox: its stream (filtered as the publisher's mapping filters), the consumer's
+    #: queue, the fault that kills the publisher. None without EventBridge and SQS endpoints.
+    outbox: Outbox | None = None
+    #: Event bus name by logical id (named even without an EventBridge endpoint).
+    buses: dict[str, str] = field(default_factory=dict)
     invocations: Counter[str] = field(default_factory=Counter)
     #: The functions' EMF metric documents (`MetricsOutput`).
     metrics: MetricsOutput = field(default_factory=MetricsOutput)
@@ -324,10 +358,35 @@ class LocalApp:
         return {k: v for k, v in _plain(item).items() if k != "updated_at"}
 
 
+@dataclass(frozen=True, slots=True)
+class Outbox:
+    """What the outbox step drives: the stream, the consumer's queue, a fault to inject.
+
+    Attributes:
+        stream: ``IdempotencyTable``'s stream.
+        filters: The publisher's mapping's filter patterns (template.yaml), applied to it.
+        queue: ``OrderEventsQueue``, which the bus's rule feeds.
+        kill: Kills the publisher between ``PutEvents`` and marking its items published.
+        fail_commit: Fails the next transaction of a function (after its body ran).
+    """
+
+    stream: StreamReader
+    filters: list[str]
+    queue: QueueReader
+    kill: KillAfterPutEvents
+    fail_commit: FailNextCommit
+
+    def read(self) -> tuple[int, list[dict[str, Any]]]:
+        """Return how many records the stream had since the last read, and those delivered."""
+        records = self.stream.read()
+        return len(records), filter_records(records, self.filters)
+
+
 def build_app(
     endpoint_url: str,
     *,
     s3_endpoint_url: str | None = None,
+    events_endpoint_url: str | None = None,
     table_prefix: str = "idempotent-lambda-demo-",
 ) -> LocalApp:
     """Create the tables from template.yaml at ``endpoint_url`` and load the handlers onto them.
@@ -335,7 +394,9 @@ def build_app(
     With ``s3_endpoint_url`` (moto serves S3 on its DynamoDB endpoint too), the template's
     bucket is created there and the handlers offload large results to it, as deployed; without
     it, ``LARGE_RESULTS_BUCKET`` is unset and a result too large for an item stays the
-    documented error.
+    documented error. With ``events_endpoint_url`` (moto serves EventBridge and SQS there too),
+    the event bus, its rule and the queue it feeds are created there, and the publisher puts
+    the outbox's events on that bus; without it the outbox step is skipped.
 
     The handlers read their configuration from the environment, as in Lambda: this sets the
     template's function environment (table and bucket names, parameter defaults) and
@@ -347,7 +408,14 @@ def build_app(
     session = boto3.session.Session(region_name=region)
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
     s3 = None if s3_endpoint_url is None else session.client("s3", endpoint_url=s3_endpoint_url)
-    stack = create_stack(dynamodb, prefix=table_prefix, s3=s3)
+    events = sqs = None
+    if events_endpoint_url is not None:
+        events = session.client("events", endpoint_url=events_endpoint_url)
+        sqs = session.client("sqs", endpoint_url=events_endpoint_url)
+    template = load_template()
+    stack = create_stack(
+        dynamodb, prefix=table_prefix, s3=s3, events=events, sqs=sqs, template=template
+    )
     environment = {
         **stack.environment,
         "AWS_ENDPOINT_URL_DYNAMODB": endpoint_url,
@@ -355,6 +423,9 @@ def build_app(
     }
     if s3_endpoint_url is not None:
         environment["AWS_ENDPOINT_URL_S3"] = s3_endpoint_url
+    if events_endpoint_url is not None:
+        environment["AWS_ENDPOINT_URL_EVENTBRIDGE"] = events_endpoint_url
+        environment["AWS_ENDPOINT_URL_SQS"] = events_endpoint_url
     os.environ.update(environment)
     stream_arn = dynamodb.describe_table(TableName=stack.tables["OrdersTable"])["Table"][
         "LatestStreamArn"
@@ -362,9 +433,26 @@ def build_app(
     streams = session.client("dynamodbstreams", endpoint_url=endpoint_url)
     from samples.app import aws
 
-    handlers = {
-        function: load_handler(f"{module}.handler") for function, (module, _) in FUNCTIONS.items()
-    }
+    # Hooked on the functions' session before their clients exist (the publisher makes its
+    # EventBridge client at import): clients copy the session's hooks when they are made.
+    requests = RequestCounter(aws.SESSION)
+    kill = KillAfterPutEvents(aws.SESSION)
+    fail_commit = FailNextCommit(aws.SESSION)
+    modules = {function: module for function, (module, _) in FUNCTIONS.items()}
+    modules[PUBLISHER[0]] = PUBLISHER[1]
+    handlers = {function: load_handler(f"{module}.handler") for function, module in modules.items()}
+    outbox = None
+    if sqs is not None:
+        idempotency_stream = dynamodb.describe_table(TableName=stack.tables["IdempotencyTable"])[
+            "Table"
+        ]["LatestStreamArn"]
+        outbox = Outbox(
+            stream=StreamReader(streams, idempotency_stream),
+            filters=outbox_filters(template),
+            queue=QueueReader(sqs, stack.queues["OrderEventsQueue"]),
+            kill=kill,
+            fail_commit=fail_commit,
+        )
     return LocalApp(
         handlers=handlers,
         dynamodb=dynamodb,
@@ -374,9 +462,17 @@ def build_app(
         environment=environment,
         stream=StreamReader(streams, stream_arn),
         decisions=DecisionLog(),
-        requests=RequestCounter(aws.SESSION),
+        requests=requests,
         run_id=uuid.uuid4().hex[:8],
+        outbox=outbox,
+        buses=stack.buses,
     )
+
+
+def outbox_filters(template: Mapping[str, Any]) -> list[str]:
+    """Return the filter patterns of the publisher's event source mapping in ``template``."""
+    mapping = template["Resources"]["OutboxStreamEventSourceMapping"]["Properties"]
+    return [str(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
 
 
 @contextmanager
@@ -407,10 +503,15 @@ def watching(app: LocalApp) -> Iterator[LocalApp]:
 
 
 @contextmanager
-def start_app(endpoint_url: str, s3_endpoint_url: str | None = None) -> Iterator[LocalApp]:
-    """`build_app` on ``endpoint_url`` (and ``s3_endpoint_url``), `watching` it."""
-    with watching(build_app(endpoint_url, s3_endpoint_url=s3_endpoint_url)) as app:
-        yield app
+def start_app(
+    endpoint_url: str, s3_endpoint_url: str | None = None, events_endpoint_url: str | None = None
+) -> Iterator[LocalApp]:
+    """`build_app` on ``endpoint_url`` (and the S3 and EventBridge/SQS endpoints), `watching` it."""
+    app = build_app(
+        endpoint_url, s3_endpoint_url=s3_endpoint_url, events_endpoint_url=events_endpoint_url
+    )
+    with watching(app) as watched:
+        yield watched
 
 
 # --------------------------------------------------------------------------------------- steps
@@ -650,7 +751,7 @@ def step_projection(app: LocalApp, t: Transcript, orders: Orders) -> None:
 
 def step_summary(app: LocalApp, t: Transcript) -> None:
     """Scenario 4: executions against invocations, and DynamoDB requests."""
-    t.step("4. Summary")
+    t.step("5. Summary")
     t.note(f"{'function':<24}{'invocations':>12}{'requests':>10}{'ran':>6}{'replayed':>10}")
     for function, (_, prefix) in FUNCTIONS.items():
         t.note(
@@ -690,17 +791,23 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
         metric_total(documents, "Claimed") >= 1 and metric_total(documents, "Replayed") >= 1,
     )
     store_calls = sum(int(d.get("store_calls", 0)) for d in decisions)
-    on_table = sum(app.requests.for_table(idempotency_table).values())
-    batch_reads = app.requests.for_table(idempotency_table)["BatchGetItem"]
+    # The publisher's reads and "published" marks are on outbox items, not records.
+    on_records = app.requests.for_table(idempotency_table) - Counter(
+        {op: n for (table, op), n in app.requests.outbox.items() if table == idempotency_table}
+    )
+    on_table, batch_reads = sum(on_records.values()), on_records["BatchGetItem"]
     t.expect(
-        f"every request on IdempotencyTable is an accounted decision or a batch's read of all "
-        f"its keys ({on_table}, {batch_reads} batch reads)",
+        f"every request on IdempotencyTable's records is an accounted decision or a batch's "
+        f"read of all its keys ({on_table}, {batch_reads} batch reads)",
         store_calls + batch_reads == on_table,
     )
     replayed = [d for d in decisions if d["outcome"] == "REPLAYED"]
+    # A commit that failed (step 4 injects one) is a third request: claim, transaction, release.
+    failed_commits = [d for d in ran if d["outcome"] == "RELEASED" and d.get("error")]
     t.expect(
-        f"each execution cost 2 requests ({len(ran)} executions)",
-        all(int(d.get("store_calls", 0)) == 2 for d in ran),
+        f"each execution cost 2 requests, or 3 when its commit failed and it was released "
+        f"({len(ran)} executions, {len(failed_commits)} failed commit)",
+        all(int(d.get("store_calls", 0)) == 2 + (d in failed_commits) for d in ran),
     )
     t.expect(
         f"each replay cost 1 request, or none when its batch's read found it "
@@ -714,9 +821,12 @@ def step_summary(app: LocalApp, t: Transcript) -> None:
 
 def run_scenario(app: LocalApp, t: Transcript) -> None:
     """Play every step."""
+    from samples.outbox_steps import step_outbox
+
     orders = step_create_orders(app, t)
     step_payments(app, t, orders)
     step_projection(app, t, orders)
+    step_outbox(app, t)
     step_summary(app, t)
     step_trace(app, t)
 

@@ -7,13 +7,26 @@ idempotency = IdempotencyTable(self, "Idempotency", large_results=True)
 idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")
 idempotency.grant_idempotency(process_payment, key_prefix="orders.process_payment", batch=True)
 ```
+
+With the transactional outbox (`idempotent_lambda.outbox`):
+
+```python
+idempotency = IdempotencyTable(self, "Idempotency", outbox=True)
+idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")  # covers its events
+idempotency.add_outbox_publisher(
+    publisher, key_prefixes=["orders.create_order"], event_bus=bus, on_failure=failures
+)
+```
 """
 
 from idempotent_lambda_cdk._table import (
     BATCH_ACTIONS,
     LARGE_RESULT_ACTIONS,
     LARGE_RESULTS_ROOT,
+    OUTBOX_KEY_MARK,
+    PUBLISH_ACTIONS,
     RECORD_ACTIONS,
+    STREAM_ACTIONS,
     IdempotencyTable,
     large_result_prefix,
 )
@@ -22,7 +35,10 @@ __all__ = [
     "BATCH_ACTIONS",
     "LARGE_RESULTS_ROOT",
     "LARGE_RESULT_ACTIONS",
+    "OUTBOX_KEY_MARK",
+    "PUBLISH_ACTIONS",
     "RECORD_ACTIONS",
+    "STREAM_ACTIONS",
     "IdempotencyTable",
     "large_result_prefix",
 ]

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from idempotent_lambda_cdk._objects import granted_objects
 
 #: The folder of every function's offloaded results; the bucket's lifecycle rule expires it.
 LARGE_RESULTS_ROOT = "idempotency/"
@@ -22,19 +28,30 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 
+#: Between a record's key and the event id in its outbox items' keys (`idempotent_lambda.outbox`:
+#: `<record key>#outbox#<event id>`, under the emitting function's own key prefix; no record's
+#: key holds it).
+OUTBOX_KEY_MARK = "#outbox#"
+#: What the publisher calls on outbox items: one read of a batch's items, a mark per event.
+PUBLISH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:UpdateItem")
+#: What Lambda's event source mapping reads the stream with, on the publisher's role.
+STREAM_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
+
 #: The variable naming a granted function's key prefixes; the library checks it at decoration
 #: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
 GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
 
-#: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key).
-_KEY_PREFIX = re.compile(r"^[^*?#\s]+$")
+#: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key), no `%`
+#: (quoting writes it; `granted_objects` is exact without one).
+_KEY_PREFIX = re.compile(r"^[^*?#%\s]+$")
 
 
 def large_result_prefix(key_prefix: str) -> str:
     """Return where a function of `key_prefix` offloads: `idempotency/<key_prefix>/`.
 
     Pass it to the store (`DynamoDBPersistenceLayer(large_result_prefix=...)`): the grant of
-    `IdempotencyTable.grant_idempotency` covers these objects only.
+    `IdempotencyTable.grant_idempotency` covers the objects of `key_prefix` there, and no
+    other prefix's, even one nested in the folder (`orders/eu` in `idempotency/orders/`).
     """
     return f"{LARGE_RESULTS_ROOT}{key_prefix}/"
 
@@ -56,6 +73,9 @@ class IdempotencyTable(Construct):
         record_expiry: The functions' `expires_after_seconds`: offloaded objects expire after
             it, in whole days rounded up (S3 counts days).
         removal_policy: What deleting the stack does to the table and bucket.
+        outbox: The functions emit events with `idempotent_lambda.outbox.emit`: the table
+            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`. An emitting function needs
+            no other grant: an event's item is a Put under its own record's key.
 
     Attributes:
         table: The `aws_dynamodb.Table`.
@@ -71,6 +91,7 @@ class IdempotencyTable(Construct):
         large_results: bool = False,
         record_expiry: Duration | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        outbox: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self._granted: dict[str, list[str]] = {}
@@ -87,6 +108,7 @@ class IdempotencyTable(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=removal_policy == RemovalPolicy.RETAIN,
             removal_policy=removal_policy,
+            stream=dynamodb.StreamViewType.NEW_IMAGE if outbox else None,
         )
         self.bucket: s3.Bucket | None = None
         if large_results:
@@ -123,7 +145,9 @@ class IdempotencyTable(Construct):
         Grants exactly what the store calls (GetItem, PutItem, DeleteItem; BatchGetItem too
         with `batch`) on items whose key starts with `{key_prefix}#`, the key of every
         record of a function decorated with that `key_prefix`; and, with `offload`,
-        s3:GetObject and s3:PutObject under `large_result_prefix` of it. Sets
+        s3:GetObject and s3:PutObject on the objects of `key_prefix` under its
+        `large_result_prefix` (`idempotency/orders/orders%23*` for `orders`: the folder of
+        `orders/eu` sits inside, its objects do not match). Sets
         `IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES` on a granted `aws_lambda.Function`, so the
         library refuses, at import, a key prefix the function was not granted.
 
@@ -140,7 +164,7 @@ class IdempotencyTable(Construct):
             The grant (the table's, combined with the bucket's).
 
         Raises:
-            ValueError: `key_prefix` is empty or holds `*`, `?`, `#` or whitespace, or
+            ValueError: `key_prefix` is empty or holds `*`, `?`, `#`, `%` or whitespace, or
                 `offload` is asked of a table without the bucket.
         """
         if not _KEY_PREFIX.match(key_prefix):
@@ -159,7 +183,11 @@ class IdempotencyTable(Construct):
         objects = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(LARGE_RESULT_ACTIONS),
-            resource_arns=[self.bucket.arn_for_objects(f"{large_result_prefix(key_prefix)}*")],
+            resource_arns=[
+                self.bucket.arn_for_objects(
+                    granted_objects(large_result_prefix(key_prefix), key_prefix)
+                )
+            ],
         )
         return grant.combine(objects)
 
@@ -171,3 +199,90 @@ class IdempotencyTable(Construct):
         if key_prefix not in prefixes:
             prefixes.append(key_prefix)
         grantee.add_environment(GRANTED_KEY_PREFIXES_ENV, ",".join(prefixes))
+
+    def add_outbox_publisher(
+        self,
+        publisher: lambda_.Function,
+        *,
+        key_prefixes: Sequence[str],
+        event_bus: events.IEventBus,
+        on_failure: sqs.IQueue | None = None,
+        retry_attempts: int = 10,
+        max_record_age: Duration | None = None,
+    ) -> lambda_.EventSourceMapping:
+        """Run `publisher` (its handler is `outbox.publish_handler(store)`) on the table's stream.
+
+        The mapping delivers the INSERTs of outbox items only (a filter on their `outbox_id`),
+        one batch per shard at a time, and takes the handler's `batchItemFailures`; a failed batch
+        is split to find the bad record, retried `retry_attempts` times within
+        `max_record_age` (6 hours by default), then reported to `on_failure`. What is given up
+        on stays unpublished in the table, for the CLI to list and republish.
+
+        `publisher` gets exactly what it calls: `events:PutEvents` on `event_bus`, BatchGetItem
+        and UpdateItem on the outbox items of `key_prefixes` (keys
+        `<key prefix>#*#outbox#*`: no idempotency record, no other function's events), the
+        stream's reads (ListStreams on this table's streams only), and `sqs:SendMessage` on
+        `on_failure`.
+
+        Args:
+            publisher: The function whose handler is the publisher.
+            key_prefixes: The key prefixes of the functions that emit (their decorators'
+                `key_prefix`).
+            event_bus: The bus the events go to.
+            on_failure: Where the mapping reports the stream ranges it gave up on.
+            retry_attempts: Retries of a failed batch.
+            max_record_age: Records older than this are given up on.
+
+        Raises:
+            ValueError: The table was made without `outbox=True`, `key_prefixes` is empty, or
+                one of them could not name a key prefix in a grant.
+        """
+        stream_arn = self.table.table_stream_arn
+        if stream_arn is None:
+            raise ValueError("add_outbox_publisher needs IdempotencyTable(..., outbox=True)")
+        bad = [p for p in key_prefixes if not _KEY_PREFIX.match(p)]
+        if bad or not key_prefixes:
+            raise ValueError(f"key_prefixes {list(key_prefixes)!r} cannot name outbox items")
+        iam.Grant.add_to_principal(
+            grantee=publisher,
+            actions=list(PUBLISH_ACTIONS),
+            resource_arns=[self.table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": [f"{p}#*{OUTBOX_KEY_MARK}*" for p in key_prefixes]
+                }
+            },
+        )
+        event_bus.grant_put_events_to(publisher)
+        # Not table.grant_stream_read: it grants dynamodb:ListStreams on "*".
+        iam.Grant.add_to_principal(
+            grantee=publisher, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn]
+        )
+        iam.Grant.add_to_principal(
+            grantee=publisher,
+            actions=["dynamodb:ListStreams"],
+            resource_arns=[f"{self.table.table_arn}/stream/*"],
+        )
+        return lambda_.EventSourceMapping(
+            self,
+            f"OutboxPublisher{publisher.node.id}",
+            target=publisher,
+            event_source_arn=stream_arn,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=100,
+            max_batching_window=Duration.seconds(1),
+            parallelization_factor=1,
+            report_batch_item_failures=True,
+            bisect_batch_on_error=True,
+            retry_attempts=retry_attempts,
+            max_record_age=max_record_age or Duration.hours(6),
+            on_failure=None if on_failure is None else event_sources.SqsDlq(on_failure),
+            filters=[
+                lambda_.FilterCriteria.filter(
+                    {
+                        "eventName": lambda_.FilterRule.is_equal("INSERT"),
+                        "dynamodb": {"NewImage": {"outbox_id": {"S": lambda_.FilterRule.exists()}}},
+                    }
+                )
+            ],
+        )

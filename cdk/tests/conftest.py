@@ -58,7 +58,7 @@ class Synthesized:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """Synthesize the example app and two stacks that use the construct, once."""
+    """Synthesize the example app and three stacks that use the construct, once."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     bundle = tmp_path_factory.mktemp("bundle")
     (bundle / "placeholder.txt").write_text("the handlers and their requirements go here\n")
@@ -76,6 +76,11 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
         python_function(with_bucket, "Batch"), key_prefix="orders.pay", batch=True, offload=True
     )
     table.grant_idempotency(python_function(with_bucket, "Small"), key_prefix="orders.small")
+
+    nested = cdk.Stack(app, "NestedPrefixes")  # one prefix's folder inside the other's
+    shared = IdempotencyTable(nested, "Idempotency", large_results=True)
+    shared.grant_idempotency(python_function(nested, "Orders"), key_prefix="orders", offload=True)
+    shared.grant_idempotency(python_function(nested, "Eu"), key_prefix="orders/eu", offload=True)
 
     table_only = cdk.Stack(app, "TableOnly")
     plain = IdempotencyTable(table_only, "Idempotency", table_name="idempotency")

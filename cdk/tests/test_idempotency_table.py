@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import aws_cdk as cdk
@@ -125,7 +126,9 @@ def test_a_grant_is_exactly_the_store_calls_on_the_function_keys(
     (table, attribute) = statement["Resource"]["Fn::GetAtt"]
     assert (True, "Arn") == (table.startswith("IdempotencyTable"), attribute)
     assert ["s3:GetObject", "s3:PutObject"] == on_objects["Action"]
-    assert "/idempotency/orders.create/*" == on_objects["Resource"]["Fn::Join"][1][-1]
+    assert (
+        "/idempotency/orders.create/orders.create%23*" == on_objects["Resource"]["Fn::Join"][1][-1]
+    )
     assert "Condition" not in on_objects
 
 
@@ -137,7 +140,7 @@ def test_a_batch_grant_adds_the_batch_read_only(synthesized: Synthesized) -> Non
         "dynamodb:LeadingKeys"
     ]
     objects = on_objects["Resource"]["Fn::Join"][1][-1]
-    assert f"/{large_result_prefix('orders.pay')}*" == objects
+    assert f"/{large_result_prefix('orders.pay')}orders.pay%23*" == objects
 
 
 def test_without_the_bucket_there_is_no_s3_grant(synthesized: Synthesized) -> None:
@@ -153,9 +156,11 @@ def test_without_the_bucket_there_is_no_s3_grant(synthesized: Synthesized) -> No
     assert not [s for s in statements(template) if "s3:" in str(s["Action"])]
 
 
-@pytest.mark.parametrize("key_prefix", ["", "orders*", "orders?", "orders#x", "or ders"])
+@pytest.mark.parametrize(
+    "key_prefix", ["", "orders*", "orders?", "orders#x", "or ders", "orders%23x"]
+)
 def test_a_key_prefix_that_would_widen_the_grant_is_refused(key_prefix: str) -> None:
-    """Wildcards, `#` and whitespace cannot be a key prefix of a grant."""
+    """Wildcards, `#`, `%` and whitespace cannot be a key prefix of a grant."""
     stack = cdk.Stack(cdk.App(), "Refused")
     table = IdempotencyTable(stack, "Idempotency")
     with pytest.raises(ValueError, match="key_prefix"):
@@ -196,3 +201,36 @@ def test_offload_without_the_bucket_is_refused() -> None:
     table = IdempotencyTable(stack, "Idempotency")
     with pytest.raises(ValueError, match="large_results=True"):
         table.grant_idempotency(python_function(stack, "F"), key_prefix="p", offload=True)
+
+
+def iam_matches(pattern: str, key: str) -> bool:
+    """Tell whether an IAM resource pattern names `key` (`*`: any run, `?`: any one character)."""
+    parts = [re.escape(part) for part in pattern.split("*")]
+    return re.fullmatch(".*".join(p.replace(r"\?", ".") for p in parts), key) is not None
+
+
+def test_a_prefix_nested_in_another_s_folder_is_outside_its_grant(
+    synthesized: Synthesized,
+) -> None:
+    """`orders` and `orders/eu`: each grant names its own objects only, old and new alike.
+
+    The objects are named as the library names them (tests/integration/
+    test_large_results_grants.py writes them through the library and checks the same rule).
+    """
+    template = synthesized.templates["NestedPrefixes"]
+    granted = {}
+    for function in ("Orders", "Eu"):
+        (_, on_objects) = granted_to(template, function)
+        assert ["s3:GetObject", "s3:PutObject"] == on_objects["Action"]
+        granted[function] = on_objects["Resource"]["Fn::Join"][1][-1].lstrip("/")
+    assert {
+        "Orders": "idempotency/orders/orders%23*",
+        "Eu": "idempotency/orders/eu/orders%2Feu%23*",
+    } == granted
+    owner, digest = "0123456789abcdef0123456789abcdef", "ab" * 32
+    objects = {
+        "Orders": f"idempotency/orders/orders%23{digest}/{owner}",
+        "Eu": f"idempotency/orders/eu/orders%2Feu%23{digest}/{owner}",
+    }
+    for function, pattern in granted.items():
+        assert [function] == [name for name, key in objects.items() if iam_matches(pattern, key)]

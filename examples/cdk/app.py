@@ -4,8 +4,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
@@ -13,10 +16,13 @@ from constructs import Construct
 from idempotent_lambda_cdk import IdempotencyTable
 
 EXPIRY = cdk.Duration.days(1)  # the functions' expires_after_seconds
+NAMESPACE = "IdempotentOrders"  # the functions' metrics (POWERTOOLS_METRICS_NAMESPACE)
 
 
 class OrdersStack(cdk.Stack):
-    """The sample's CreateOrder (HTTP API, JWT) and ProcessPayment (SQS), on one idempotency table.
+    """The sample's CreateOrder (HTTP API, JWT) and ProcessPayment (SQS), on one idempotency table,
+    and CreateOrder's OrderCreated through the outbox: PublishEvents puts it on a bus whose rule
+    feeds ReserveStock's queue.
 
     `bundle` is a folder with the handlers (the `app` package of samples/) and their
     requirements, idempotent-lambda included (built as the CDK page of the docs shows).
@@ -25,7 +31,15 @@ class OrdersStack(cdk.Stack):
     def __init__(self, scope: Construct, id: str, *, bundle: str, **kwargs) -> None:
         super().__init__(scope, id, **kwargs)
         idempotency = IdempotencyTable(
-            self, "Idempotency", large_results=True, record_expiry=EXPIRY
+            self, "Idempotency", large_results=True, record_expiry=EXPIRY, outbox=True
+        )
+        bus = events.EventBus(self, "OrderEvents")
+        stock = dynamodb.TableV2(
+            self,
+            "Stock",
+            partition_key=dynamodb.Attribute(name="sku", type=dynamodb.AttributeType.STRING),
+            deletion_protection=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         orders = dynamodb.TableV2(
             self,
@@ -40,7 +54,7 @@ class OrdersStack(cdk.Stack):
         )
         code = lambda_.Code.from_asset(bundle)
 
-        def function(name: str, handler: str, key_prefix: str) -> lambda_.Function:
+        def function(name: str, handler: str) -> lambda_.Function:
             return lambda_.Function(
                 self,
                 name,
@@ -51,25 +65,26 @@ class OrdersStack(cdk.Stack):
                 timeout=cdk.Duration.seconds(10),
                 memory_size=256,
                 # samples/app/aws.py's store offloads under large_result_prefix(key_prefix),
-                # idempotency/<key_prefix>/: the objects grant_idempotency covers.
+                # idempotency/<key_prefix>/: the objects grant_idempotency(offload=True) covers.
                 environment={
                     "IDEMPOTENCY_TABLE": idempotency.table.table_name,
                     "LARGE_RESULTS_BUCKET": idempotency.bucket.bucket_name,
                     "IDEMPOTENCY_EXPIRY_DAYS": str(int(EXPIRY.to_days())),
                     "ORDERS_TABLE": orders.table_name,
+                    "STOCK_TABLE": stock.table_name,
+                    "ORDER_EVENTS_BUS": bus.event_bus_name,
                     "POWERTOOLS_SERVICE_NAME": "orders",
-                    "POWERTOOLS_METRICS_NAMESPACE": "IdempotentOrders",
+                    "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                 },
             )
 
         # Each function: its own records and large results, nothing else of the table.
-        create_order = function("CreateOrder", "app.create_order.handler", "orders.create_order")
+        create_order = function("CreateOrder", "app.create_order.handler")
+        # Its records, large results and outbox items (keys <record key>#outbox#<event id>).
         idempotency.grant_idempotency(create_order, key_prefix="orders.create_order", offload=True)
         orders.grant(create_order, "dynamodb:PutItem")  # the order's Put in the transaction
 
-        process_payment = function(
-            "ProcessPayment", "app.process_payment.handler", "orders.process_payment"
-        )
+        process_payment = function("ProcessPayment", "app.process_payment.handler")
         idempotency.grant_idempotency(
             process_payment, key_prefix="orders.process_payment", batch=True, offload=True
         )
@@ -114,6 +129,78 @@ class OrdersStack(cdk.Stack):
                 report_batch_item_failures=True,
                 max_concurrency=5,
             )
+        )
+
+        # The outbox: PublishEvents runs on the idempotency table's stream (outbox items only)
+        # and puts the events on the bus; what it gives up on is reported to `failures`.
+        publish_events = function("PublishEvents", "app.publish_events.handler")
+        failures = sqs.Queue(
+            self, "OutboxPublishFailures", retention_period=cdk.Duration.days(14), enforce_ssl=True
+        )
+        idempotency.add_outbox_publisher(
+            publish_events,
+            key_prefixes=["orders.create_order"],  # the functions that emit
+            event_bus=bus,
+            on_failure=failures,
+        )
+
+        # OrderCreated goes to ReserveStock's queue; the consumer keys on the event's outbox id
+        # (event_keys.OUTBOX_EVENT), so a second delivery replays.
+        order_dead_letters = sqs.Queue(
+            self, "OrderEventsDeadLetters", retention_period=cdk.Duration.days(14), enforce_ssl=True
+        )
+        order_events = sqs.Queue(
+            self,
+            "OrderEventsQueue",
+            visibility_timeout=cdk.Duration.seconds(90),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=order_dead_letters),
+            enforce_ssl=True,
+        )
+        events.Rule(
+            self,
+            "OrderCreated",
+            event_bus=bus,
+            event_pattern=events.EventPattern(source=["orders"], detail_type=["OrderCreated"]),
+            targets=[
+                targets.SqsQueue(
+                    order_events,
+                    dead_letter_queue=order_dead_letters,
+                    max_event_age=cdk.Duration.hours(24),
+                    retry_attempts=185,
+                )
+            ],
+        )
+        reserve_stock = function("ReserveStock", "app.reserve_stock.handler")
+        idempotency.grant_idempotency(
+            reserve_stock, key_prefix="orders.reserve_stock", batch=True, offload=True
+        )
+        stock.grant(reserve_stock, "dynamodb:UpdateItem")  # the ADDs in the transaction
+        reserve_stock.add_event_source(
+            event_sources.SqsEventSource(
+                order_events,
+                batch_size=10,
+                max_batching_window=cdk.Duration.seconds(1),
+                report_batch_item_failures=True,
+                max_concurrency=5,
+            )
+        )
+
+        # "Outbox not published" is an incident: the publisher's metric of the oldest event
+        # it found unpublished, over 5 minutes.
+        cloudwatch.Alarm(
+            self,
+            "OutboxUnpublishedAge",
+            metric=cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name="OutboxOldestUnpublishedAge",
+                dimensions_map={"service": "orders"},
+                statistic="Maximum",
+                period=cdk.Duration.minutes(1),
+            ),
+            threshold=300,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
 

@@ -3,7 +3,7 @@
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig, idempotent
-from idempotent_lambda.durable import step, step_key
+from idempotent_lambda.durable import idempotent_step, step, step_key
 
 persistence_layer = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
 
@@ -17,6 +17,11 @@ def send_receipt(order_id, charge_id):
     return {"message_id": f"msg_{order_id}_{charge_id}"}
 
 
+@idempotent_step(persistence_store=persistence_layer)
+def charge(step_context, order_id, amount):
+    return charge_card(order_id, amount, idempotency_key=step_key())
+
+
 @durable_execution
 @idempotent(
     persistence_store=persistence_layer,
@@ -24,17 +29,13 @@ def send_receipt(order_id, charge_id):
 )
 def handler(event, context: DurableContext):
     order_id, amount = event["order_id"], event["amount"]
-    charge = step(
-        context,
-        lambda _: charge_card(order_id, amount, idempotency_key=step_key()),
-        name="charge",
-        persistence_store=persistence_layer,
-        payload={"order_id": order_id, "amount": amount},
+    charged = step(
+        context, charge(order_id, amount), payload={"order_id": order_id, "amount": amount}
     )
     receipt = step(
         context,
-        lambda _: send_receipt(order_id, charge["charge_id"]),
+        lambda _: send_receipt(order_id, charged["charge_id"]),
         name="receipt",
         persistence_store=persistence_layer,
     )
-    return {"order_id": order_id, "charge": charge, "receipt": receipt}
+    return {"order_id": order_id, "charge": charged, "receipt": receipt}

@@ -42,6 +42,7 @@ from typing import Any, ParamSpec, TypeVar
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._entry import Entry, keyword_only, locate_event, wrap
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters._http_identity import (
     IDEMPOTENCY_PROBLEM_TYPE,
     CallerOption,
@@ -159,7 +160,19 @@ def idempotent_http(
         )
         return wrap(function, call, locate_event, reader.deriver, answer)
 
-    return decorate
+    options = {
+        "persistence_store": persistence_store,
+        "config": config,
+        "header_name": header_name,
+        "require_key": require_key,
+        "key_prefix": key_prefix,
+        "store_4xx": store_4xx,
+        "methods": methods,
+        "caller": caller,
+        "caller_scope": caller_scope,
+        "store_cookies": store_cookies,
+    }
+    return exposing("idempotent_http", options, decorate)
 
 
 def _key_source(header_name: str, config: IdempotencyConfig) -> str:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from idempotent_lambda._entry import keyword_only
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
 from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
@@ -176,7 +177,7 @@ def idempotent_stream_handler(
     Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are items,
     each in sequence order; keys are scoped to the table.
     """
-    return batch_decorator(STREAM_SOURCE, **options)
+    return exposing("idempotent_stream_handler", options, batch_decorator(STREAM_SOURCE, **options))
 
 
 def table_arn(stream_arn: object) -> str | None:

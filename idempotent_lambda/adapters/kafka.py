@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from idempotent_lambda._entry import keyword_only
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters._batch import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
@@ -176,7 +177,9 @@ def idempotent_kafka_handler(
     Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are
     partitions, each in offset order; keys are scoped to the cluster.
     """
-    decorator = batch_decorator(KAFKA_SOURCE, **options)
+    decorator = exposing(
+        "idempotent_kafka_handler", options, batch_decorator(KAFKA_SOURCE, **options)
+    )
     return cast(Callable[[Callable[[KafkaRecord, Any], object]], KafkaBatchHandler], decorator)
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._entry import keyword_only
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
 from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
@@ -134,7 +135,9 @@ def idempotent_kinesis_handler(
     Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are partition
     keys, each in sequence order; keys are scoped to the stream.
     """
-    return batch_decorator(KINESIS_SOURCE, **options)
+    return exposing(
+        "idempotent_kinesis_handler", options, batch_decorator(KINESIS_SOURCE, **options)
+    )
 
 
 def _data(value: Any) -> bytes:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._entry import keyword_only
+from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
 from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
@@ -165,7 +166,7 @@ def idempotent_sqs_handler(
     Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are records,
     or a FIFO queue's message groups, each in order; keys are scoped to the queue.
     """
-    return batch_decorator(SQS_SOURCE, **options)
+    return exposing("idempotent_sqs_handler", options, batch_decorator(SQS_SOURCE, **options))
 
 
 def is_fifo_arn(arn: object) -> bool:

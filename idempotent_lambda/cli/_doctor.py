@@ -3,8 +3,10 @@
 The checks are plain functions of what AWS answers (DescribeTable, DescribeTimeToLive,
 DescribeContinuousBackups, Application Auto Scaling's scalable targets, a role's policies), so
 each can be tested on an answer recorded from AWS where a local server gives none. `run_doctor`
-asks AWS and prints one line per check, or JSON Lines with ``--json``; any ``fail`` makes the
-exit code 1.
+asks AWS and prints one line per check (`text`, which escapes every field: answers may hold
+any text), or JSON Lines with ``--json``; any ``fail`` makes the exit code 1. An answer without
+a field the checks read, or with one of the wrong type, exits 2 naming the API and the field
+(`idempotent_lambda.cli._answers`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
-from idempotent_lambda.cli._output import Screen
+from idempotent_lambda.cli import _answers
+from idempotent_lambda.cli._answers import ask
+from idempotent_lambda.cli._output import CliError, Screen, escape_text
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
@@ -271,19 +275,21 @@ def _as_list(value: Any) -> list[str]:
 
 
 def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
-    """Check the table (and the role of ``--role``/``--function``); exit 1 on any fail."""
+    """Check the table (and the role of ``--role``/``--function``); exit 1 on any fail.
+
+    Raises:
+        CliError: An answer lacks a field the checks read, or holds one of the wrong type.
+    """
     from idempotent_lambda.cli._records import client_from
 
     client = client_from(args)
-    table = client.describe_table(TableName=args.table)["Table"]
+    named = {"TableName": args.table}
+    table = ask(client, "describe_table", _answers.TABLE, **named)["Table"]
+    ttl = ask(client, "describe_time_to_live", _answers.TIME_TO_LIVE, **named)
     checks = [key_schema(table, args.key_attr, args.sort_key_attr)]
-    checks.append(
-        time_to_live(
-            client.describe_time_to_live(TableName=args.table).get("TimeToLiveDescription", {}),
-            args.expiry_attr,
-        )
-    )
-    checks += recovery(dict(client.describe_continuous_backups(TableName=args.table)), table)
+    checks.append(time_to_live(ttl.get("TimeToLiveDescription", {}), args.expiry_attr))
+    backups = ask(client, "describe_continuous_backups", _answers.BACKUPS, **named)
+    checks += recovery(backups, table)
     checks.append(_capacity_of(args, client, table))
     checks.append(global_table(table))
     found = stream(table, asked=args.outbox, has_outbox=lambda: _has_outbox(args, client))
@@ -301,9 +307,19 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
         if args.json:
             screen.json({k: v for k, v in asdict(check).items() if v is not None})
         else:
-            line = f"{check.status:<5} {check.check}: {check.detail}"
-            screen.out(line if check.fix is None else f"{line}\n      fix: {check.fix}")
+            screen.out(text(check))
     return 1 if any(check.status == FAIL for check in checks) else 0
+
+
+def text(check: Check) -> str:
+    """Return the lines a person reads for ``check``, every field escaped.
+
+    The one place where doctor's text meets the terminal: a detail quotes AWS's answers
+    (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
+    may fill with escape sequences or bidi controls.
+    """
+    line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
+    return line if check.fix is None else f"{line}\n      fix: {escape_text(check.fix)}"
 
 
 def _other_client(args: argparse.Namespace, dynamodb: Any, service: str) -> Any:
@@ -336,8 +352,12 @@ def _capacity_of(args: argparse.Namespace, dynamodb: Any, table: Mapping[str, An
 
 def _scalable_dimensions(args: argparse.Namespace, dynamodb: Any) -> list[str]:
     scaling = _other_client(args, dynamodb, "application-autoscaling")
-    targets = scaling.describe_scalable_targets(
-        ServiceNamespace="dynamodb", ResourceIds=[f"table/{args.table}"]
+    targets = ask(
+        scaling,
+        "describe_scalable_targets",
+        _answers.SCALABLE_TARGETS,
+        ServiceNamespace="dynamodb",
+        ResourceIds=[f"table/{args.table}"],
     )["ScalableTargets"]
     return [target["ScalableDimension"] for target in targets]
 
@@ -346,7 +366,9 @@ def _role_of_function(args: argparse.Namespace, dynamodb: Any) -> str | None:
     if not args.function:
         return None
     lambda_client = _other_client(args, dynamodb, "lambda")
-    role: str = lambda_client.get_function_configuration(FunctionName=args.function)["Role"]
+    role: str = ask(
+        lambda_client, "get_function_configuration", _answers.FUNCTION, FunctionName=args.function
+    )["Role"]
     return role
 
 
@@ -354,20 +376,53 @@ def _role_statements(args: argparse.Namespace, dynamodb: Any, role: str) -> list
     """Every statement of the role's inline and attached policies."""
     iam = _other_client(args, dynamodb, "iam")
     name = role.rsplit("/", 1)[-1]
+    listed = ask(iam, "list_role_policies", _answers.ROLE_POLICIES, RoleName=name)
     documents = [
-        iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"]
-        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]
-    ]
-    for attached in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-        policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
-        version = iam.get_policy_version(
-            PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"]
+        (
+            "GetRolePolicy",
+            ask(
+                iam,
+                "get_role_policy",
+                _answers.ROLE_POLICY,
+                RoleName=name,
+                PolicyName=policy,
+            )["PolicyDocument"],
         )
-        documents.append(version["PolicyVersion"]["Document"])
+        for policy in listed["PolicyNames"]
+    ]
+    attached = ask(
+        iam,
+        "list_attached_role_policies",
+        _answers.ATTACHED_POLICIES,
+        RoleName=name,
+    )
+    for policy_arn in (found["PolicyArn"] for found in attached["AttachedPolicies"]):
+        policy = ask(iam, "get_policy", _answers.POLICY, PolicyArn=policy_arn)["Policy"]
+        version = ask(
+            iam,
+            "get_policy_version",
+            _answers.POLICY_VERSION,
+            PolicyArn=policy_arn,
+            VersionId=policy["DefaultVersionId"],
+        )
+        documents.append(("GetPolicyVersion", version["PolicyVersion"]["Document"]))
     statements: list[dict[str, Any]] = []
-    for answered in documents:
-        # some endpoints answer the URL-encoded JSON text instead of the parsed document
-        document = json.loads(unquote(answered)) if isinstance(answered, str) else answered
-        found = document.get("Statement", [])
-        statements += [found] if isinstance(found, dict) else found
+    for api, answered in documents:
+        statements += _statements(api, answered)
     return statements
+
+
+def _statements(api: str, answered: str | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return a policy document's statements, checked as `permissions` reads them."""
+    document: Any = answered
+    if isinstance(answered, str):  # some endpoints answer the URL-encoded JSON text
+        try:
+            document = json.loads(unquote(answered))
+        except ValueError:
+            raise CliError(f"{api}'s answer is unusable: its policy document is not JSON") from None
+    if not isinstance(document, Mapping):
+        raise CliError(f"{api}'s answer is unusable: its policy document is not an object")
+    found = document.get("Statement") or []
+    statements = {"Statement": [found] if isinstance(found, Mapping) else found}
+    _answers.check(api, statements, _answers.STATEMENTS)
+    return list(statements["Statement"])

@@ -1,11 +1,12 @@
 """Find the key a decorated handler gives an event by running the event through its decorator.
 
 The decorator or adapter runs on a throwaway `InMemoryPersistenceLayer`, around a stand-in body
-that does nothing and carries the real handler's module and qualified name (it is never
-imported). The key is the one that decorator claimed, with its record format, prefix and scope
-rules, so it cannot drift from them. No key is returned, with the reason, where the key depends
-on a field the event lacks (an API Gateway event without its `requestContext`, a batch record
-without its `eventSourceARN`) or where the adapter answers the event without one.
+that does nothing and carries the real handler's module and qualified name (the handler itself
+never runs; `_settings` reads an imported handler's settings). The key is the one that decorator
+claimed, with its record format, prefix and scope rules, so it cannot drift from them. No key is
+returned, with the reason, where the key depends on a field the event lacks (an API Gateway
+event without its `requestContext`, a batch record without its source) or where the adapter
+answers the event without one.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
+from idempotent_lambda.cli._adapters import ADAPTERS, BatchShape, Probe
 from idempotent_lambda.cli._output import CliError
 from idempotent_lambda.record import IdempotencyRecord
 
@@ -33,59 +35,6 @@ NO_KEY_MATERIAL = (
 _FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 _DISABLE = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
 _ANSWER: dict[str, Any] = {"statusCode": 200, "body": ""}  # the HTTP stand-in's response
-
-_Field = tuple[tuple[str | int, ...], str]
-"""A field an event may lack (its path), and a value of the right shape to probe it with."""
-#: A batch record's source; the stand-in has the shape of a stream ARN, which every source reads.
-_SOURCE_ARN: _Field = (
-    ("Records", 0, "eventSourceARN"),
-    "arn:aws:dynamodb:us-east-1:000000000000:table/probe/stream/probe",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Adapter:
-    """A decorator the `key` command can run: where it lives, and how it is called.
-
-    Attributes:
-        module: The module that defines it.
-        name: Its name, as `--decorator` takes it.
-        batch: True for batch adapters, where each record of the event has its own key.
-        record_class: The batch adapter's typed record, whose ``from_raw`` says what is wrong
-            with a record the adapter fails.
-    """
-
-    module: str
-    name: str
-    batch: bool = False
-    record_class: str | None = None
-
-    def load(self) -> Callable[..., Any] | None:
-        """Return the decorator; None when this version of the library has none of that name."""
-        try:
-            found = getattr(importlib.import_module(self.module), self.name)
-        except (ImportError, AttributeError):
-            return None
-        return cast(Callable[..., Any], found)
-
-
-ADAPTERS = {
-    adapter.name: adapter
-    for adapter in (
-        Adapter("idempotent_lambda", "idempotent"),
-        Adapter("idempotent_lambda", "idempotent_function"),
-        Adapter("idempotent_lambda.adapters.api_gateway", "idempotent_http"),
-        Adapter("idempotent_lambda.adapters.sqs", "idempotent_sqs_handler", True, "SQSRecord"),
-        Adapter(
-            "idempotent_lambda.adapters.dynamodb_stream",
-            "idempotent_stream_handler",
-            True,
-            "DynamoDBStreamRecord",
-        ),
-        # Kinesis batches are Records lists like the others; listed when the library has it.
-        Adapter("idempotent_lambda.adapters.kinesis", "idempotent_kinesis_handler", True),
-    )
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,14 +112,12 @@ class DryRun:
             CliError: A batch adapter is given an event without records.
             IdempotencyError: The decorator raised it (a key expression that fails, say).
         """
-        if self.adapter.batch:
-            records = event.get("Records") if isinstance(event, Mapping) else None
-            if not isinstance(records, list) or not records:
-                raise CliError(
-                    f"{self.adapter.name} takes a batch event: an object with a non-empty "
-                    "Records list"
-                )
-            return [self._record({**event, "Records": [raw]}) for raw in records]
+        shape = self.adapter.batch
+        if shape is not None:
+            singles = shape.singles(event)
+            if singles is None:
+                raise CliError(f"{self.adapter.name} takes a batch event: {shape.description}")
+            return [self._record(shape, alone, raw) for alone, raw in singles]
         found = self._run(event)
         if self.adapter.name == "idempotent_http":
             return [self._http(event, found)]
@@ -181,12 +128,12 @@ class DryRun:
         store = _ClaimLog()
         warnings: list[str] = []
         name = self.adapter.name
-        with _environment(self._function_name), _captured(warnings):
+        with environment(self._function_name), _captured(warnings):
             if name == "idempotent_function":
                 decorate = self._decorate(persistence_store=store, data_keyword_argument="payload")
                 answer = decorate(_stand_in(self._handler, _function))(event)
             else:
-                extra = {"max_concurrency": 1} if self.adapter.batch else {}
+                extra = {"max_concurrency": 1} if self.adapter.batch is not None else {}
                 body = _http_handler if name == "idempotent_http" else _handler
                 decorate = self._decorate(persistence_store=store, **extra)
                 answer = decorate(_stand_in(self._handler, body))(event, None)
@@ -225,20 +172,20 @@ class DryRun:
             )
         return found.derived()
 
-    def _record(self, alone: dict[str, Any]) -> Derived:
-        """Return the key of the one record of the batch event ``alone``."""
+    def _record(self, shape: BatchShape, alone: dict[str, Any], raw: Any) -> Derived:
+        """Return the key of ``raw``, the one record of the batch event ``alone``."""
         found = self._run(alone)
         if found.key is None:
             failed = isinstance(found.answer, Mapping) and found.answer.get("batchItemFailures")
             if not failed:
                 return Derived(None, reason=NO_KEY_MATERIAL)
-            why = self._malformed(alone["Records"][0]) or "; ".join(found.warnings)
+            why = self._malformed(raw) or "; ".join(found.warnings)
             return Derived(None, reason=f"the adapter fails this record: {why}", refused=True)
-        if self._depends_on_missing(alone, found.key, [_SOURCE_ARN]):
+        if self._depends_on_missing(alone, found.key, shape.source_probes(alone)):
             return Derived(
                 None,
-                reason="its key includes the record's eventSourceARN, which it lacks: pass the "
-                "records as the function receives them",
+                reason=f"its key includes {shape.source}, which it lacks: pass the records as "
+                "the function receives them",
                 refused=True,
             )
         return found.derived()
@@ -254,7 +201,7 @@ class DryRun:
             return str(exc)
         return None
 
-    def _depends_on_missing(self, event: Any, key: str, fields: list[_Field]) -> list[str]:
+    def _depends_on_missing(self, event: Any, key: str, fields: list[Probe]) -> list[str]:
         """Return the fields ``event`` lacks whose value would change its key.
 
         Each missing field is set to a stand-in value in a copy of the event; a changed key
@@ -319,7 +266,7 @@ def _problem(body: Any) -> dict[str, Any]:
     return problem if isinstance(problem, dict) else {}
 
 
-def _http_scope_fields(event: Any) -> list[_Field]:
+def _http_scope_fields(event: Any) -> list[Probe]:
     """Return the fields API Gateway or an ALB always sends that may scope a key."""
     if not isinstance(event, Mapping):
         return []
@@ -327,7 +274,7 @@ def _http_scope_fields(event: Any) -> list[_Field]:
     if isinstance(context, Mapping) and "elb" in context:
         arn = "arn:aws:elasticloadbalancing:us-east-1:000000000000:targetgroup/probe/0"
         return [(("requestContext", "elb", "targetGroupArn"), arn)]
-    fields: list[_Field] = [(("requestContext", "stage"), "probe")]
+    fields: list[Probe] = [(("requestContext", "stage"), "probe")]
     if not (isinstance(context, Mapping) and context.get("domainName")):
         fields.insert(0, (("requestContext", "apiId"), "probe"))
     route = ("routeKey",) if event.get("version") == "2.0" else ("resource",)
@@ -356,7 +303,7 @@ def _assign(value: Any, path: tuple[str | int, ...], new: str) -> None:
 
 
 @contextlib.contextmanager
-def _environment(function_name: str | None) -> Iterator[None]:
+def environment(function_name: str | None) -> Iterator[None]:
     """Run with the Lambda function name given, and idempotency switched on."""
     before = {name: os.environ.get(name) for name in (_FUNCTION_NAME, *_DISABLE)}
     for name in _DISABLE:

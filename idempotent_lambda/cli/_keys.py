@@ -12,47 +12,46 @@ import os
 import sys
 from typing import Any
 
-from idempotent_lambda.cli._dry_run import ADAPTERS, NO_KEY_MATERIAL, Derived, DryRun
+from idempotent_lambda.cli._adapters import ADAPTERS
+from idempotent_lambda.cli._dry_run import NO_KEY_MATERIAL, Derived, DryRun
 from idempotent_lambda.cli._output import ERROR, NOT_FOUND, OK, CliError, Screen
-from idempotent_lambda.config import IdempotencyConfig
+from idempotent_lambda.cli._settings import key_settings
 
 
 def compute_key(args: argparse.Namespace, screen: Screen) -> int:
     """`key`: print the key (and validation hash) of an event, or of each record of a batch."""
-    options: dict[str, Any] = {
-        "event_key_jmespath": args.jmespath,
-        "payload_validation_jmespath": args.validation_jmespath,
-        "hash_function": args.hash,
-    }
-    if args.record_format is not None:  # else whatever IdempotencyConfig() defaults to
-        options["record_format"] = args.record_format
-    http: dict[str, Any] = {}
-    if args.decorator == "idempotent_http":
-        http = {
-            "header_name": args.header_name,
-            "caller": args.caller,
-            "caller_scope": args.caller_scope,
-        }
-        if args.methods:
-            http["methods"] = [method.strip() for method in args.methods.split(",")]
+    settings = key_settings(args)
+    if settings.read_from is not None:
+        screen.note(
+            f"note: hashing with the settings of {settings.read_from}: {settings.describe()}"
+        )
+    elif args.handler and not args.no_import:
+        screen.note(
+            f"note: {args.handler} is not decorated by idempotent_lambda, so this key uses the "
+            f"options given alone: {settings.describe()}"
+        )
+    elif args.handler:
+        screen.note(
+            f"note: --no-import: this key uses the options given alone: {settings.describe()}"
+        )
     dry_run = DryRun(
-        args.decorator,
-        config=IdempotencyConfig(**options),
-        key_prefix=args.prefix,
-        handler=args.handler,
+        settings.decorator,
+        config=settings.config,
+        key_prefix=settings.key_prefix,
+        handler=settings.named,
         function_name=args.function_name,
-        options=http,
+        options=settings.options,
     )
     event = load_json(args.event)
     derived = dry_run.derive(event)
-    if args.decorator == "idempotent" and _looks_like_an_adapters(event):
+    if settings.decorator == "idempotent" and _looks_like_an_adapters(event):
         screen.note(
             "note: this is the key @idempotent gives the whole event; a function decorated with "
             "an adapter (idempotent_http, idempotent_sqs_handler, ...) keys it otherwise: pass "
             "--decorator"
         )
     if (
-        args.prefix is None
+        settings.key_prefix is None
         and args.function_name is None
         and not os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     ):
@@ -60,13 +59,16 @@ def compute_key(args: argparse.Namespace, screen: Screen) -> int:
             "note: no --function-name and no AWS_LAMBDA_FUNCTION_NAME: this is the key of a "
             "local run; a deployed function's key starts with its function name"
         )
-    return _show(derived, screen, batch=dry_run.adapter.batch, as_json=args.json)
+    return _show(derived, screen, batch=dry_run.adapter.batch is not None, as_json=args.json)
 
 
 def _looks_like_an_adapters(event: Any) -> bool:
     """Tell whether ``event`` is a batch or an HTTP proxy event, which adapters usually take."""
     return isinstance(event, dict) and (
-        isinstance(event.get("Records"), list) or "httpMethod" in event or "routeKey" in event
+        isinstance(event.get("Records"), list)
+        or isinstance(event.get("records"), dict)  # Kafka's
+        or "httpMethod" in event
+        or "routeKey" in event
     )
 
 
@@ -111,13 +113,25 @@ def load_json(path: str) -> Any:
 
 
 def add_key_options(key: argparse.ArgumentParser) -> None:
-    """Add the `key` command's options: those of the decorator and config the function uses."""
+    """Add the `key` command's options: those of the decorator and config the function uses.
+
+    Options that describe the decoration default to None, so that `key_settings` can tell an
+    option given from one left out when it reads a handler's own settings.
+    """
     where = key.add_mutually_exclusive_group(required=True)
     where.add_argument("--prefix", help="the key prefix (the decorator's key_prefix)")
     where.add_argument(
         "--handler",
         metavar="MODULE:QUALNAME",
-        help="derive the default prefix of this function instead (it is not imported)",
+        help="the decorated function: its module is imported from the current directory and "
+        "the decorator's own settings are used (the options below only for an undecorated "
+        "function or with --no-import)",
+    )
+    key.add_argument(
+        "--no-import",
+        action="store_true",
+        help="with --handler: do not import it; hash the options given, naming the default "
+        "prefix after MODULE:QUALNAME",
     )
     key.add_argument(
         "--function-name",
@@ -127,7 +141,6 @@ def add_key_options(key: argparse.ArgumentParser) -> None:
     key.add_argument(
         "--decorator",
         choices=[name for name, adapter in ADAPTERS.items() if adapter.load() is not None],
-        default="idempotent",
         help="what the function is decorated with (idempotent)",
     )
     key.add_argument(
@@ -135,17 +148,20 @@ def add_key_options(key: argparse.ArgumentParser) -> None:
         choices=["powertools", "native"],
         help="the config's record_format (default: IdempotencyConfig's)",
     )
-    key.add_argument("--jmespath", default="", metavar="EXPR", help="event_key_jmespath")
-    key.add_argument(
-        "--validation-jmespath", default="", metavar="EXPR", help="payload_validation_jmespath"
-    )
+    key.add_argument("--jmespath", metavar="EXPR", help="event_key_jmespath")
+    key.add_argument("--validation-jmespath", metavar="EXPR", help="payload_validation_jmespath")
     key.add_argument(
         "--hash", metavar="NAME", help="hash_function (default: the record format's own)"
     )
+    key.add_argument(
+        "--source-scope",
+        choices=["source", "shared"],
+        help="batch adapters' source_scope (source)",
+    )
     http = key.add_argument_group("idempotent_http options")
-    http.add_argument("--header-name", default="Idempotency-Key", metavar="NAME")
+    http.add_argument("--header-name", metavar="NAME", help="header_name (Idempotency-Key)")
     http.add_argument("--caller", metavar="EXPR", help="caller=, as a JMESPath expression")
-    http.add_argument("--caller-scope", choices=["caller", "shared"], default="caller")
+    http.add_argument("--caller-scope", choices=["caller", "shared"], help="caller_scope (caller)")
     http.add_argument("--methods", metavar="M,M", help="methods=, e.g. POST,PATCH")
     key.add_argument(
         "event", metavar="EVENT.json", help="the event (or payload) as JSON; - reads stdin"

@@ -25,8 +25,7 @@ examples:
   idempotent-lambda records get --table idempotency 'orders#3a7bd3...'
   idempotent-lambda records release-stuck --table idempotency --yes
   idempotent-lambda key --prefix orders --jmespath 'body.order_id' event.json
-  idempotent-lambda key --decorator idempotent_sqs_handler --handler app:handler \\
-      --function-name orders-prod sqs-event.json
+  idempotent-lambda key --handler app:handler --function-name orders-prod sqs-event.json
   idempotent-lambda create-table --table idempotency --endpoint-url http://localhost:8000
   idempotent-lambda doctor --table idempotency --function orders-prod
   idempotent-lambda outbox list --table idempotency

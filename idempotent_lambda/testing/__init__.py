@@ -175,7 +175,9 @@ def local_dynamodb() -> Iterator[str]:
     Real HTTP and real conditional-write evaluation, no AWS account: for integration tests and
     local runs. Writes are serialised as DynamoDB serialises them (`serialise_moto_writes`) and
     the server's per-request access log is silenced. Needs `moto[server]`. Point clients at the
-    URL with `endpoint_url=` or `AWS_ENDPOINT_URL_DYNAMODB`, with any dummy credentials.
+    URL with `endpoint_url=`, `AWS_ENDPOINT_URL_DYNAMODB`, or `AWS_ENDPOINT_URL` for every
+    service, with any dummy credentials: the same URL serves every service moto emulates, the
+    table's DynamoDB Stream, S3, EventBridge and SQS among them.
 
     Raises:
         ImportError: moto's server is not installed; `pip install 'idempotent-lambda[testing]'`.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -62,6 +62,20 @@ def idempotency_store(key_prefix: str) -> DynamoDBPersistenceLayer:
         large_result_bucket=bucket,
         large_result_prefix=None if bucket is None else large_result_prefix(key_prefix),
     )
+
+
+def outbox_store() -> DynamoDBPersistenceLayer:
+    """Return the store whose table holds the outbox items: ``IDEMPOTENCY_TABLE``.
+
+    The publisher reads their events from the table's stream and marks them published here.
+    """
+    return DynamoDBPersistenceLayer(env("IDEMPOTENCY_TABLE"), boto3_session=SESSION)
+
+
+@functools.cache
+def events_client() -> Any:
+    """Return the EventBridge client the publisher puts the outbox's events with."""
+    return SESSION.client("events", config=_CLIENT_CONFIG)
 
 
 def large_result_prefix(key_prefix: str) -> str:

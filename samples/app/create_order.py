@@ -14,6 +14,10 @@ Belt and braces: the order id is derived from the key, and the order's put is co
 ``attribute_not_exists(order_id)``, so even a retry that arrives after the idempotency record
 expired cannot create a second order: its transaction is cancelled (nothing is written) and
 `idempotent_http` answers 409 ``Conflict``.
+
+The order announces itself: ``OrderCreated`` is queued with `outbox.emit` and written in that same
+transaction, as an outbox item of the idempotency table. The publisher (`publish_events`) puts it
+on ``ORDER_EVENTS_BUS`` from the table's stream; a retry that replays the 201 emits nothing again.
 """
 
 from __future__ import annotations
@@ -27,12 +31,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from idempotent_lambda import outbox
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.transaction import current_transaction
 
 from .aws import env, idempotency_store, record_expiry_seconds
 from .observability import idempotency_config, logger, metrics
-from .orders import ORDER_RETENTION_SECONDS, PENDING, order_id_for, order_view
+from .orders import (
+    EVENT_SOURCE,
+    ORDER_CREATED,
+    ORDER_RETENTION_SECONDS,
+    PENDING,
+    order_id_for,
+    order_view,
+)
 
 KEY_HEADER = "Idempotency-Key"
 
@@ -101,6 +113,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # TransactWriteItems. If the order exists already (its record expired and this is a late
     # retry), the condition cancels the transaction and the client gets a 409 problem.
     current_transaction().put(env("ORDERS_TABLE"), item, condition="attribute_not_exists(order_id)")
+    # Written in the same transaction; its id is stable across reruns of this request.
+    outbox.emit(
+        ORDER_CREATED,
+        order_view(item),
+        source=EVENT_SOURCE,
+        event_bus_name=env("ORDER_EVENTS_BUS"),
+    )
     return {
         "statusCode": 201,
         "headers": {

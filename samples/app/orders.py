@@ -9,6 +9,10 @@ from typing import Any, Final
 #: Fixed forever: changing it would give a retried request a different order id.
 ORDER_ID_NAMESPACE: Final = uuid.UUID("6f1c2a52-3f57-4c58-9d0e-2d8f0b1f7a11")
 
+#: The event CreateOrder emits through the outbox, and the source the bus's rule matches.
+ORDER_CREATED: Final = "OrderCreated"
+EVENT_SOURCE: Final = "orders"
+
 PENDING: Final = "PENDING"
 PAID: Final = "PAID"
 

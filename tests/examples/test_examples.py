@@ -293,6 +293,23 @@ def run_testing_payments(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert [(payment_id, "10.00")] == module.capture.args
 
 
+def run_testing_async_orders(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", "IdempotencyTable")  # read when it is imported
+    module = load_example(module_path.relative_to(EXAMPLES).as_posix())
+    reserved: list[str] = []
+
+    async def reserve_stock(order_id: str) -> str:
+        reserved.append(order_id)
+        return f"res_{order_id}"
+
+    module.reserve_stock = reserve_stock
+    order_id = event_id()
+    first = module.handler({"order_id": order_id}, FakeLambdaContext())
+    assert {"order_id": order_id, "reservation": f"res_{order_id}"} == first
+    assert first == module.handler({"order_id": order_id}, FakeLambdaContext())
+    assert [order_id] == reserved
+
+
 # --------------------------------------------------------------------------------- production
 def emf_documents(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if '"_aws"' in line]
@@ -585,6 +602,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "kafka/ship_orders.py": run_ship_orders,
     "event_keys/thumbnails.py": run_thumbnails,
     "testing/payments.py": run_testing_payments,
+    "testing/async_orders.py": run_testing_async_orders,
     "production/emf_metrics.py": run_emf_metrics,
     "production/powertools_metrics.py": run_powertools_metrics,
     "production/powertools_logger.py": run_powertools_logger,
@@ -610,7 +628,10 @@ TEST_MODULES = [
     "testing/test_with_moto.py",
     "testing/test_dynamodb_store.py",
     "testing/test_payments.py",
+    "testing/test_async_orders.py",
+    "testing/test_table_stream.py",
     "http/test_create_order.py",
+    "durable/test_order_workflow.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]

@@ -62,3 +62,18 @@ def test_the_construct_ships_the_repository_licence() -> None:
     assert (ROOT / "LICENSE").read_text(encoding="utf-8") == (ROOT / "cdk" / "LICENSE").read_text(
         encoding="utf-8"
     )
+
+
+def test_the_construct_grants_the_outbox_what_the_template_grants() -> None:
+    """Outbox keys as the library writes them; the publisher's actions as template.yaml grants
+    them (tied to the store's calls in test_template_outbox.py)."""
+    from idempotent_lambda.outbox._event import KEY_MARK
+    from samples.local_stack import load_template
+
+    values = constants(CONSTRUCT)
+    assert KEY_MARK == values["OUTBOX_KEY_MARK"]
+    functions = load_template()["Resources"]
+    publisher = functions["PublishEventsFunction"]["Properties"]["Policies"][0]["Statement"]
+    grants = {s["Sid"]: tuple(s["Action"]) for s in publisher}
+    assert grants["MarkOutboxEventsPublished"] == values["PUBLISH_ACTIONS"]
+    assert grants["ReadIdempotencyStream"] == values["STREAM_ACTIONS"]

@@ -21,6 +21,7 @@ from samples.local_stack import (
     function_environment,
     load_template,
     parameter_defaults,
+    resources_of,
     table_definitions,
 )
 from samples.scenario import (
@@ -101,8 +102,9 @@ def test_retry_after_the_idempotency_record_expired_creates_no_second_order(
     assert 409 == app.post_order(body, key).status  # so a retry runs, and conflicts, again
 
 
-def test_the_order_and_its_record_commit_in_one_transaction(app: LocalApp) -> None:
-    """CreateOrder's first call: a claim, then one TransactWriteItems with order and record."""
+def test_the_order_its_event_and_its_record_commit_in_one_transaction(app: LocalApp) -> None:
+    """CreateOrder's first call: a claim, then one TransactWriteItems with the order, its
+    OrderCreated outbox item and the record."""
     orders, records = app.tables["OrdersTable"], app.tables["IdempotencyTable"]
     sent = len(app.requests.transactions)
 
@@ -110,13 +112,18 @@ def test_the_order_and_its_record_commit_in_one_transaction(app: LocalApp) -> No
 
     assert 201 == created.status
     (writes,) = app.requests.transactions[sent:]
-    put_order, put_record = (write["Put"] for write in writes)
+    put_order, put_event, put_record = (write["Put"] for write in writes)
     assert (orders, "attribute_not_exists(order_id)") == (
         put_order["TableName"],
         put_order["ConditionExpression"],
     )
     assert created.body["order_id"] == put_order["Item"]["order_id"]["S"]
     assert (records, "COMPLETED") == (put_record["TableName"], put_record["Item"]["status"]["S"])
+    assert records == put_event["TableName"]
+    # under the record's key: CreateOrder's own IAM key prefix covers it
+    assert put_event["Item"]["id"]["S"].startswith(put_record["Item"]["id"]["S"] + "#outbox#")
+    assert "OrderCreated" == put_event["Item"]["outbox_detail_type"]["S"]
+    assert created.body == json.loads(put_event["Item"]["outbox_detail"]["S"])
 
 
 def test_a_failed_commit_leaves_neither_order_nor_record(app: LocalApp) -> None:
@@ -201,7 +208,7 @@ def test_function_environment_comes_from_template(app: LocalApp) -> None:
     """
     template = load_template()
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
-    resolved = {**app.tables, **app.buckets, **parameter_defaults(template)}
+    resolved = {**app.tables, **app.buckets, **app.buses, **parameter_defaults(template)}
     expected = {
         name: resolved[value["Ref"]] if isinstance(value, dict) else str(value)
         for name, value in variables.items()
@@ -215,7 +222,8 @@ def test_function_environment_comes_from_template(app: LocalApp) -> None:
 def test_without_an_s3_endpoint_the_bucket_variable_is_left_unset() -> None:
     """``--endpoint-url`` without an S3 endpoint: no bucket, so no LARGE_RESULTS_BUCKET."""
     template = load_template()
-    names = {logical_id: logical_id.lower() for logical_id in table_definitions(template)}
+    named = [*table_definitions(template), *resources_of(template, "AWS::Events::EventBus")]
+    names = {logical_id: logical_id.lower() for logical_id in named}
 
     environment = function_environment(
         template, names, omitted=frozenset(bucket_definitions(template))
@@ -331,6 +339,7 @@ def test_a_large_result_is_offloaded_to_the_bucket_and_replayed(app: LocalApp) -
     [
         ("create_order", "create_order.json", '"statusCode": 201'),
         ("project_orders", "project_orders.json", '"batchItemFailures": []'),
+        ("reserve_stock", "reserve_stock.json", '"batchItemFailures": []'),
     ],
 )
 def test_single_handler_mode_invokes_a_handler_with_an_event_file(
@@ -447,7 +456,7 @@ def test_the_summary_explains_every_answer(app: LocalApp) -> None:
     """
     t, lines = transcript()
     run_scenario(app, t)
-    summary = lines[next(i for i, line in enumerate(lines) if "4. Summary" in line) :]
+    summary = lines[next(i for i, line in enumerate(lines) if "5. Summary" in line) :]
     text = "\n".join(summary)
 
     for status, meaning in [

@@ -13,11 +13,12 @@ import math
 import re
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import pytest
 import yaml
 
-from samples.local_stack import CloudFormationLoader
+from samples.local_stack import CloudFormationLoader, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -42,7 +43,10 @@ IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
 #: The lifecycle rule's folder; each function offloads under ``idempotency/<key_prefix>/``.
 LARGE_RESULT_PREFIX = "idempotency/"
 #: Batch handlers also read all of a batch's keys at once.
-BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction"}
+BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction", "ReserveStockFunction"}
+#: The outbox's publisher keeps no idempotency record: it reads and marks outbox items
+#: (tests/functional/test_template_outbox.py checks its grants).
+PUBLISHER = "PublishEventsFunction"
 LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
 EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
@@ -117,18 +121,22 @@ def key_prefix_in(handler: str) -> str:
     return str(value)
 
 
+def record_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The functions that keep idempotency records: all but the outbox's publisher."""
+    functions = resources(template, "AWS::Serverless::Function")
+    return {name: function for name, function in functions.items() if name != PUBLISHER}
+
+
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
     template: dict[str, Any],
 ) -> None:
     """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem), on
-    items of the function's key prefix."""
-    functions = resources(template, "AWS::Serverless::Function")
+    items of the function's key prefix (which covers the outbox items it emits)."""
+    functions = record_functions(template)
     assert functions
     prefixes = set()
     for name, function in functions.items():
-        on_table = [
-            s for s in statements(function) if mentions(s.get("Resource"), "IdempotencyTable")
-        ]
+        on_table = [s for s in statements(function) if s.get("Resource") == IDEMPOTENCY_TABLE_ARN]
         assert 1 == len(on_table), name
         statement = on_table[0]
         assert "Allow" == statement["Effect"]
@@ -149,7 +157,8 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     Left out: the operator tools' modules (table creation, the CLI's scans and deletes), which
     run with an operator's credentials, never in a function; and the Redis client adapter.
     """
-    not_dynamodb_runtime = {"_operator.py", "_commands.py"}
+    # _outbox.py: the outbox's calls, checked per method in test_template_outbox.py.
+    not_dynamodb_runtime = {"_operator.py", "_commands.py", "_outbox.py"}
     called: set[str] = set()
     for path in (ROOT / "idempotent_lambda" / "persistence").rglob("*.py"):
         if path.name in not_dynamodb_runtime:
@@ -402,25 +411,30 @@ def test_the_app_derives_the_record_expiry_from_the_template(
                 configs += 1
                 (expiry,) = [k.value for k in node.keywords if k.arg == "expires_after_seconds"]
                 assert "record_expiry_seconds()" == ast.unparse(expiry), path.name
-    assert 3 == configs
+    assert len(record_functions(load_template())) == configs
 
 
 def test_functions_may_only_put_and_get_large_results_under_their_own_prefix(
     template: dict[str, Any],
 ) -> None:
-    """Each function: s3:PutObject and s3:GetObject on ``<bucket>/idempotency/<key_prefix>/*``.
+    """Each function: s3:PutObject and s3:GetObject on its own objects only.
 
-    The prefix is the function's own key prefix, where its store offloads: no function can read
-    or overwrite another's results. No ListBucket, DeleteObject or bucket-level action, no other
-    S3 statement, no condition.
+    ``<bucket>/idempotency/<key_prefix>/<key_prefix>%23*``: the folder where its store offloads,
+    and the objects named after its keys (``#`` quoted), so no function can read or overwrite
+    another's results, even one whose prefix nests in the folder. No ListBucket, DeleteObject or
+    bucket-level action, no other S3 statement, no condition.
     """
     aws = _sample_aws_module()
-    functions = resources(template, "AWS::Serverless::Function")
+    functions = record_functions(template)
     assert functions
+    publisher = resources(template, "AWS::Serverless::Function")[PUBLISHER]
+    assert not [s for s in statements(publisher) if mentions(s["Resource"], "LargeResultsBucket")]
     granted = set()
     for name, function in functions.items():
-        prefix = aws.large_result_prefix(key_prefix_in(function["Handler"]))
-        objects = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + prefix + "*"}
+        key_prefix = key_prefix_in(function["Handler"])
+        prefix = aws.large_result_prefix(key_prefix)
+        own = quote(key_prefix + "#", safe="")
+        objects = {"Fn::Sub": "${LargeResultsBucket.Arn}/" + prefix + own + "*"}
         on_s3 = [
             s
             for s in statements(function)
@@ -474,21 +488,32 @@ def test_queues_that_hold_given_up_work_are_alarmed(template: dict[str, Any]) ->
     """The payments DLQ and the stream's on-failure queue alarm on their first message."""
     depth = alarms_on(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
     queues = {dimension(alarm)["QueueName"]["Fn::GetAtt"][0] for alarm in depth}
-    assert {"PaymentsDeadLetterQueue", "ProjectOrdersFailureQueue"} == queues
+    assert {
+        "PaymentsDeadLetterQueue",
+        "ProjectOrdersFailureQueue",
+        "OrderEventsDeadLetterQueue",
+        "OutboxPublishFailureQueue",
+    } == queues
     assert all(alarm["Threshold"] == 0 for alarm in depth)
     assert all(alarm["ComparisonOperator"] == "GreaterThanThreshold" for alarm in depth)
 
 
 def test_functions_have_error_throttle_and_iterator_age_alarms(template: dict[str, Any]) -> None:
-    """Errors and throttles of every function; the stream consumer's iterator age."""
+    """Errors and throttles of every function; the stream consumers' iterator age."""
     functions = set(resources(template, "AWS::Serverless::Function"))
     for metric in ("Errors", "Throttles"):
         watched = {
             dimension(a)["FunctionName"]["Ref"] for a in alarms_on(template, "AWS/Lambda", metric)
         }
         assert functions == watched, metric
-    (age,) = alarms_on(template, "AWS/Lambda", "IteratorAge")
-    assert {"Ref": "ProjectOrdersFunction"} == dimension(age)["FunctionName"]
+    ages = alarms_on(template, "AWS/Lambda", "IteratorAge")
+    streamed = {
+        mapping["FunctionName"]["Ref"].removesuffix(".Alias")
+        for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if "StreamArn" in repr(mapping["EventSourceArn"])
+    }
+    assert {"ProjectOrdersFunction", PUBLISHER} == streamed
+    assert streamed == {dimension(age)["FunctionName"]["Ref"] for age in ages}
 
 
 def test_library_metrics_are_alarmed_where_the_functions_emit_them(
@@ -516,7 +541,7 @@ def test_the_functions_emit_through_powertools() -> None:
     assert "from aws_lambda_powertools import Logger, Metrics" in source
     assert "PowertoolsMetricsHook(metrics)" in source
     assert "logger=logger" in source
-    for module in ("create_order", "process_payment", "project_orders"):
+    for module in ("create_order", "process_payment", "project_orders", "reserve_stock"):
         text = (APP / f"{module}.py").read_text(encoding="utf-8")
         assert "@metrics.log_metrics" in text, module
         assert "config=idempotency_config(" in text, module

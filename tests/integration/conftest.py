@@ -20,6 +20,7 @@ import pytest
 
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
+from tests.integration._crafted_aws import crafted_aws  # noqa: F401 - fixture
 from tests.integration._dynalite import (  # noqa: F401 - fixtures
     dynalite_client,
     dynalite_endpoint,

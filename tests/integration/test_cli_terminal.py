@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from idempotent_lambda import DynamoDBPersistenceLayer
+from tests.integration._crafted_aws import CraftedAws
+from tests.integration.test_cli_doctor_answers import HOSTILE, SHOWN, UNSAFE
 from tests.integration.test_cli_operator import seed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,3 +192,24 @@ def test_doctor_reads_one_line_per_check_with_its_fix(
     assert ["ok", "ok", "warn", "warn", "ok", "ok"] == [line.split()[0] for line in checks]
     assert all(line.startswith("      fix: ") for line in lines if line.startswith(" "))
     assert 2 == sum(line.startswith("      fix: ") for line in lines)
+
+
+def test_doctor_shows_hostile_answers_as_text(crafted_aws: CraftedAws) -> None:
+    """A replica's Region and a function's role holding escape sequences and a bidi override
+    are shown written out, on the lines doctor printed them: nothing retitles or clears it."""
+    table = crafted_aws.answers["DescribeTable"]["Table"]
+    table["Replicas"] = [{"RegionName": HOSTILE}, {"RegionName": "us-west-2"}]
+    crafted_aws.answers["GetFunctionConfiguration"]["Role"] = f"arn:aws:iam::1:role/{HOSTILE}"
+    terminal = Terminal(
+        "doctor", "--table", "crafted", "--endpoint-url", crafted_aws.url, "--function", "f"
+    )
+    code = terminal.finish()
+    lines = [line for line in terminal.screen() if line.strip()]
+
+    assert (0, None) == (code, UNSAFE.search(terminal.raw.replace("\r\n", "\n")))
+    checks = [line.split()[:2] for line in lines if not line.startswith(" ")]
+    assert ["warn", "global"] == checks[5]
+    assert ["ok", "permissions:"] == checks[6]
+    assert SHOWN in lines[5]  # the global table's line; its fix follows
+    assert lines[6].startswith("      fix: ")
+    assert f"role/{SHOWN} may" in lines[7]

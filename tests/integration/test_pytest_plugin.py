@@ -3,6 +3,7 @@ pointed at the server through the environment."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -65,6 +66,66 @@ def test_the_table_fixture_points_boto3_at_the_server(
     assert idempotency_dynamodb_endpoint == os.environ["AWS_ENDPOINT_URL_DYNAMODB"]
     assert idempotency_dynamodb_endpoint.startswith("http://127.0.0.1:")
     assert idempotency_dynamodb_table in boto3.client("dynamodb").list_tables()["TableNames"]
+
+
+@pytest.fixture
+def shell_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's shell that sends SQS and Lambda elsewhere (requested before the table)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", "http://127.0.0.1:9")
+
+
+def test_the_table_fixture_points_every_local_service_at_the_server(
+    shell_endpoints: None,
+    idempotency_dynamodb_store: DynamoDBPersistenceLayer,
+    idempotency_dynamodb_endpoint: str,
+    lambda_context: FakeLambdaContext,
+) -> None:
+    """Plain clients read the table's stream, and reach S3, EventBridge and SQS on the server.
+
+    EventBridge delivers to SQS there too: the route an outbox's events take.
+    """
+    table = idempotency_dynamodb_store.table_name
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.update_table(
+        TableName=table,
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    clients = {name: boto3.client(name) for name in ("dynamodbstreams", "s3", "events", "sqs")}
+    clients["lambda"] = boto3.client("lambda")
+    assert {idempotency_dynamodb_endpoint} == {c.meta.endpoint_url for c in clients.values()}
+
+    @idempotent(persistence_store=idempotency_dynamodb_store)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return "charged"
+
+    handler({"order_id": "o-1"}, lambda_context)
+    streams = clients["dynamodbstreams"]
+    arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    images = [
+        r["dynamodb"]["NewImage"] for r in streams.get_records(ShardIterator=iterator)["Records"]
+    ]
+    assert "COMPLETED" == images[-1]["status"]["S"]
+
+    s3 = clients["s3"]
+    s3.create_bucket(Bucket="kit-results")
+    s3.put_object(Bucket="kit-results", Key="k", Body=b"v")
+    assert b"v" == s3.get_object(Bucket="kit-results", Key="k")["Body"].read()
+
+    sqs, events = clients["sqs"], clients["events"]
+    queue = sqs.create_queue(QueueName="kit-outbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="kit-orders", EventPattern=json.dumps({"source": ["orders"]}))
+    events.put_targets(Rule="kit-orders", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    events.put_events(Entries=[{"Source": "orders", "DetailType": "charged", "Detail": "{}"}])
+    received = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=5)["Messages"]
+    assert "charged" == json.loads(received[0]["Body"])["detail-type"]
 
 
 def test_tables_are_fresh_per_test_and_deleted_after(pytester: pytest.Pytester) -> None:

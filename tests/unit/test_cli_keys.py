@@ -22,11 +22,15 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
+from idempotent_lambda._setup import setup_of
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
+from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.cli import main
+from idempotent_lambda.cli._adapters import ADAPTERS
 from idempotent_lambda.record import IdempotencyRecord
+from idempotent_lambda.testing import kafka_event
 from tests.events.http_events import make_event
 
 EVENTS = Path(__file__).parents[1] / "events"
@@ -363,6 +367,66 @@ def test_stream_keys_are_the_stored_ones(key_of: Callable[..., Run], deployed: N
     assert (0, [c.idempotency_key for c in spy.claims]) == (run.code, run.out.split())
 
 
+@pytest.mark.parametrize(
+    ("jmespath", "self_managed"),
+    [("", False), ("powertools_json(powertools_base64(value)).order_id", False), ("", True)],
+    ids=["offsets", "business-key", "self-managed"],
+)
+def test_kafka_keys_are_the_stored_ones(
+    key_of: Callable[..., Run], deployed: None, jmespath: str, self_managed: bool
+) -> None:
+    """A Kafka batch: one line per record, each the key ``idempotent_kafka_handler`` stored."""
+    spy = ClaimLog()
+    event = kafka_event(
+        records=[
+            {"partition": 0, "value": {"order_id": "o-1"}},
+            {"partition": 1, "value": {"order_id": "o-2"}},
+            {"partition": 0, "value": {"order_id": "o-3"}},
+        ]
+    )
+    if self_managed:
+        del event["eventSourceArn"]
+        event["eventSource"] = "SelfManagedKafka"
+    handler = idempotent_kafka_handler(
+        persistence_store=spy, config=IdempotencyConfig(event_key_jmespath=jmespath)
+    )(payment_handler)
+    assert {"batchItemFailures": []} == handler(copy.deepcopy(event), None)
+
+    run = key_of(
+        event,
+        *target(payment_handler),
+        "--decorator",
+        "idempotent_kafka_handler",
+        "--jmespath",
+        jmespath,
+    )
+
+    printed = run.out.split()
+    assert (0, 3) == (run.code, len(set(printed)))
+    assert sorted(claim.idempotency_key for claim in spy.claims) == sorted(printed)
+
+
+def test_kafka_record_without_its_cluster_or_malformed_is_refused(
+    key_of: Callable[..., Run],
+) -> None:
+    """No eventSourceArn: the key's scope is unknown; a record with bad headers is malformed."""
+    event = kafka_event(records=[{"partition": 0}, {"partition": 1}])
+    del event["eventSourceArn"]
+    run = key_of(event, "--prefix", "p", "--decorator", "idempotent_kafka_handler", "--json")
+    assert 2 == run.code
+    assert all(line["key"] is None and "eventSourceArn" in line["reason"] for line in run.lines())
+
+    event = kafka_event(records=[{"partition": 0}, {"partition": 1}])
+    next(iter(event["records"].values()))[0]["headers"] = "x"
+    run = key_of(event, "--prefix", "p", "--decorator", "idempotent_kafka_handler", "--json")
+    broken, fine = run.lines()
+    assert (2, None, True) == (run.code, broken["key"], fine["key"].startswith("p#"))
+    assert "adapter fails this record" in broken["reason"]
+
+    run = key_of({"records": {}}, "--prefix", "p", "--decorator", "idempotent_kafka_handler")
+    assert (2, True) == (run.code, "records map of non-empty lists" in run.err)
+
+
 def test_batch_record_without_its_source_is_refused(key_of: Callable[..., Run]) -> None:
     """A stream record's key includes its source's ARN: a record without one gets no key."""
     event = fixture("dynamodb_stream_update.json")
@@ -403,3 +467,28 @@ def test_an_adapter_event_keyed_as_a_plain_handler_gets_a_note(key_of: Callable[
         run = key_of(event, "--prefix", "p")
         assert (0, True) == (run.code, "pass --decorator" in run.err)
     assert "" == key_of({"id": 1}, "--prefix", "p").err
+
+
+def test_every_decorator_key_runs_leaves_its_settings_on_the_function() -> None:
+    """What `key --handler` reads: the decorator's name, its options, the function's names."""
+    store = InMemoryPersistenceLayer()
+    config = IdempotencyConfig(event_key_jmespath="id")
+    for name, adapter in ADAPTERS.items():
+        decorator = adapter.load()
+        assert decorator is not None
+        extra = {"data_keyword_argument": "payment"} if name == "idempotent_function" else {}
+        function = charge if extra else payment_handler
+        decorated = decorator(persistence_store=store, config=config, key_prefix="p", **extra)(
+            function
+        )
+
+        setup = setup_of(decorated)
+
+        assert setup is not None
+        assert (name, config, "p") == (
+            setup.decorator,
+            setup.options["config"],
+            setup.options["key_prefix"],
+        )
+        assert (__name__, function.__qualname__) == (setup.module, setup.qualname)
+    assert setup_of(payment_handler) is None

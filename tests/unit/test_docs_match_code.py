@@ -197,3 +197,36 @@ def test_connection_pool_size_stated_is_the_code_one() -> None:
     ]
     assert stated
     assert set(stated) == {MAX_POOL_CONNECTIONS}
+
+
+#: A number given as a default: "default 64", "defaults to 64", "default of 64", "Default: 64",
+#: "64 by default".
+_STATED_DEFAULT = re.compile(
+    r"default(?:s to| of| is|:)?\**\s+\**(\d+)|(\d+)\**\s+by default", flags=re.IGNORECASE
+)
+#: The one page that states the batch adapters' default concurrency; the record of how it was
+#: chosen may name it too, and must agree.
+CONCURRENCY_PAGE = "batches.md"
+CONCURRENCY_RECORD = "benchmarks.md"
+
+
+def concurrency_defaults_stated() -> dict[str, set[int]]:
+    """Return, per page, the numbers its paragraphs about `max_concurrency` give as a default."""
+    stated: dict[str, set[int]] = {}
+    for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]:
+        for paragraph in re.split(r"\n\s*\n", page.read_text(encoding="utf-8")):
+            if "max_concurrency" not in paragraph:
+                continue
+            for match in _STATED_DEFAULT.finditer(paragraph):
+                number = int(match.group(1) or match.group(2))
+                stated.setdefault(page.name, set()).add(number)
+    return stated
+
+
+def test_the_batch_concurrency_default_is_stated_once_and_is_the_code_one() -> None:
+    """batches.md states `max_concurrency`'s default; no other page restates it (they link)."""
+    stated = concurrency_defaults_stated()
+    assert {DEFAULT_MAX_CONCURRENCY} == stated.get(CONCURRENCY_PAGE)
+    others = {page: n for page, n in stated.items() if page != CONCURRENCY_PAGE}
+    assert {} == {p: n for p, n in others.items() if p != CONCURRENCY_RECORD}
+    assert others.get(CONCURRENCY_RECORD, {DEFAULT_MAX_CONCURRENCY}) == {DEFAULT_MAX_CONCURRENCY}

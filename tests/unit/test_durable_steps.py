@@ -212,21 +212,32 @@ def test_two_executions_never_share_a_step_record() -> None:
     assert 2 == len(set(keys))
 
 
-def test_a_step_name_used_twice_in_one_execution_is_refused() -> None:
-    """Two steps with one name would share a record: the second is refused, unrun."""
+def test_a_step_name_used_twice_in_one_execution_runs_each_step_once() -> None:
+    """Two steps with one name in one context have a record each: both run, once each."""
     store = InMemoryPersistenceLayer()
     runs: list[str] = []
+    keys: list[str] = []
+
+    def effect(label: str) -> Any:
+        def run_it(_: Any) -> str:
+            runs.append(label)
+            keys.append(durable.step_key())
+            return label
+
+        return run_it
 
     @durable_execution
-    def handler(event: dict[str, Any], context: DurableContext) -> str:
-        durable.step(context, lambda _: runs.append("a"), name="same", persistence_store=store)
-        durable.step(context, lambda _: runs.append("b"), name="same", persistence_store=store)
-        return "done"
+    def handler(event: dict[str, Any], context: DurableContext) -> list[str]:
+        first = durable.step(context, effect("a"), name="same", persistence_store=store)
+        second = durable.step(context, effect("b"), name="same", persistence_store=store)
+        return [first, second]
 
     result = run(handler, {})
 
-    assert "FAILED" == status(result)
-    assert ["a"] == runs
+    assert SUCCEEDED == status(result)
+    assert ["a", "b"] == json.loads(result.result)
+    assert ["a", "b"] == runs
+    assert 2 == len(set(keys))
 
 
 def test_step_round_trips_are_two_first_and_one_on_replay(stall: Stall) -> None:
@@ -295,6 +306,11 @@ class StandInContext:
         return result
 
 
+def scope_of(context: StandInContext) -> dict[str, Any]:
+    """The checkpoints a later invocation of ``context``'s execution finds: its scope's only."""
+    return {durable.SCOPE_STEP_NAME: context.checkpoints[durable.SCOPE_STEP_NAME]}
+
+
 def test_stand_in_a_rerun_without_checkpoint_replays_the_record() -> None:
     """A checkpoint lost after the step ran: the next invocation replays our record."""
     store = InMemoryPersistenceLayer()
@@ -306,7 +322,8 @@ def test_stand_in_a_rerun_without_checkpoint_replays_the_record() -> None:
 
     first = StandInContext("arn:exec/1", {})
     assert "charged" == durable.step(first, charge, name="charge", persistence_store=store)
-    second = StandInContext("arn:exec/1", {})  # the checkpoint never reached the service
+    # The step's checkpoint never reached the service; the scope's, taken before, did.
+    second = StandInContext("arn:exec/1", scope_of(first))
     assert "charged" == durable.step(second, charge, name="charge", persistence_store=store)
 
     assert 1 == len(runs)
@@ -315,8 +332,9 @@ def test_stand_in_a_rerun_without_checkpoint_replays_the_record() -> None:
 def test_stand_in_inputs_are_validated_when_given() -> None:
     """A rerun of a step with other inputs is refused: it is not the same request."""
     store = InMemoryPersistenceLayer()
+    first = StandInContext("arn:exec/2", {})
     durable.step(
-        StandInContext("arn:exec/2", {}),
+        first,
         lambda _: "ok",
         name="charge",
         persistence_store=store,
@@ -325,7 +343,7 @@ def test_stand_in_inputs_are_validated_when_given() -> None:
 
     with pytest.raises(IdempotencyValidationError):
         durable.step(
-            StandInContext("arn:exec/2", {}),
+            StandInContext("arn:exec/2", scope_of(first)),
             lambda _: "ok",
             name="charge",
             persistence_store=store,
@@ -376,7 +394,7 @@ def test_stand_in_a_concurrent_rerun_waits_for_the_running_step() -> None:
         return "charged once"
 
     def invocation(name: str) -> None:
-        context = StandInContext("arn:exec/wait", {})
+        context = StandInContext("arn:exec/wait", {durable.SCOPE_STEP_NAME: "root"})
         results[name] = durable.step(
             context, charge, name="charge", persistence_store=store, config=config
         )

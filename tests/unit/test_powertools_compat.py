@@ -211,6 +211,8 @@ def test_public_api_is_pinned() -> None:
         "IdempotencyKeyError",
         "IdempotencyPersistenceLayerError",
         "IdempotencyRecord",
+        "IdempotencyTransactionConflictError",
+        "IdempotencyTransactionError",
         "IdempotencyUnstorableResultError",
         "IdempotencyValidationError",
         "IdempotentHookFunction",

@@ -246,7 +246,8 @@ class RedisCachePersistenceLayer:
 
         In Powertools' layout, taking over an expired or abandoned record first takes Powertools'
         orphan lock `{key}:lock` (two more round trips); while another caller holds it, the claim
-        fails and reports that caller's claim, live until the lock ends.
+        fails and reports that caller's claim, live until the lock ends (read with `PTTL`), so a
+        waiter waits for the lock's holder instead of claiming again at once.
         """
         schema, key = self._schema, record.idempotency_key
         window = [str(now_ms // 1000), str(lease_cutoff_ms), self._ttl_ms(record, now_ms)]
@@ -261,9 +262,12 @@ class RedisCachePersistenceLayer:
                 lock = ("SET", orphan_lock_key(key), "True", "EX", str(seconds), "NX")
                 if self._client.send(*lock) is None:
                     # Its holder is claiming this request: live, for as long as the lock lives.
-                    lock_end_ms = now_ms + seconds * 1000
+                    left_ms = _lock_left_ms(self._client.send("PTTL", lock[1]), seconds)
+                    lock_end_ms = now_ms + left_ms
+                    # Owned by the lock, so that no caller (a durable replay adopting a claim
+                    # without an owner) takes it for its own.
                     holder = dataclasses.replace(
-                        record, owner=None, in_progress_expiry_timestamp=lock_end_ms
+                        record, owner=lock[1], in_progress_expiry_timestamp=lock_end_ms
                     )
                     return ClaimOutcome(False, holder)
                 claimed, old = self._eval(schema.claim_script, key, *head, "1", *stored)
@@ -336,6 +340,18 @@ class RedisCachePersistenceLayer:
         # The record is live through its expiration second; never hand Redis a TTL <= 0.
         remaining = (record.expiry_timestamp + 1) * 1000 - now_ms
         return str(max(remaining, 0) + self._grace_ms)
+
+
+def _lock_left_ms(pttl: Any, seconds: int) -> int:
+    """Return how long the orphan lock lives on, from its `PTTL` reply.
+
+    A lock without a TTL (never Powertools') counts as one we would take; one gone meanwhile, as
+    ended (the next claim takes it).
+    """
+    left = int(pttl)
+    if left == -1:
+        return seconds * 1000
+    return max(left, 0)
 
 
 CachePersistenceLayer = RedisCachePersistenceLayer
