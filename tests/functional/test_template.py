@@ -36,13 +36,15 @@ CLIENT_METHOD_ACTIONS = {
     "delete_item": "dynamodb:DeleteItem",
     "transact_write_items": "dynamodb:PutItem",
     "batch_get_item": "dynamodb:BatchGetItem",
+    "batch_write_item": "dynamodb:BatchWriteItem",
 }
 APP = ROOT / "samples" / "app"
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
 #: The lifecycle rule's folder; each function offloads under ``idempotency/<key_prefix>/``.
 LARGE_RESULT_PREFIX = "idempotency/"
-#: Batch handlers also read all of a batch's keys at once.
+#: Batch handlers also read all of a batch's keys at once, and write completions together.
 BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction"}
+BATCH_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]
 LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
 EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
@@ -120,8 +122,8 @@ def key_prefix_in(handler: str) -> str:
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
     template: dict[str, Any],
 ) -> None:
-    """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem), on
-    items of the function's key prefix."""
+    """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem and
+    BatchWriteItem), on items of the function's key prefix."""
     functions = resources(template, "AWS::Serverless::Function")
     assert functions
     prefixes = set()
@@ -132,7 +134,7 @@ def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
         assert 1 == len(on_table), name
         statement = on_table[0]
         assert "Allow" == statement["Effect"]
-        expected = IDEMPOTENCY_ACTIONS + ["dynamodb:BatchGetItem"] * (name in BATCH_FUNCTIONS)
+        expected = IDEMPOTENCY_ACTIONS + [*BATCH_ACTIONS] * (name in BATCH_FUNCTIONS)
         assert sorted(expected) == sorted(as_list(statement["Action"])), name
         assert IDEMPOTENCY_TABLE_ARN == statement["Resource"], name
         prefix = key_prefix_in(function["Handler"])
@@ -166,7 +168,7 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     called.discard("describe_table")
     assert {"get_item", "put_item", "delete_item"} <= called
     assert called <= set(CLIENT_METHOD_ACTIONS), called - set(CLIENT_METHOD_ACTIONS)
-    granted = {*IDEMPOTENCY_ACTIONS, "dynamodb:BatchGetItem"}  # the last: batch functions only
+    granted = {*IDEMPOTENCY_ACTIONS, *BATCH_ACTIONS}  # the last: batch functions only
     assert granted == {CLIENT_METHOD_ACTIONS[method] for method in called}
 
 
