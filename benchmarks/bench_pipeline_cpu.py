@@ -9,11 +9,12 @@ serializing, signing, sending, parsing.
 Per source (the five of ``bench_pipeline``), per batch size (``--sizes``, 10, 100 and 1,000),
 per library: a warm handler (one 10-record batch first), then first deliveries of fresh batches
 (``--runs`` at 100 records, twice as many at 10, one at 1,000), each followed by its full
-redelivery. Reported, as medians: this process's CPU time per record (every thread; moto's
-server is another process), DynamoDB requests per record (counted by a botocore event hook on
-the client), and the delivery's wall time. *Before* is the package at ``--before`` (as in
-``bench_pipeline``), run in a subprocess. Every library gets a client built alike (128
-connections, botocore's default timeouts).
+redelivery. Ours and Powertools take turns delivery by delivery, in one process, so the
+machine's drift weighs on both alike. Reported, as medians: this process's CPU time per record
+(every thread; moto's server is another process), DynamoDB requests per record (counted by a
+botocore event hook on each library's client), and the delivery's wall time. *Before* is the
+package at ``--before`` (as in ``bench_pipeline``), run in a subprocess. Every library gets a
+client built alike (128 connections, botocore's default timeouts).
 
 **The wall-time model.** A Lambda function gets a share of a core set by its memory: a whole
 vCPU at 1,769 MB, ``memory / 1769`` of one below that. The model takes the wall time measured
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -93,46 +95,57 @@ def build(library: str, source: str, table: str, client: Any) -> Any:
 
 
 def measure_all(  # noqa: PLR0917  # in_before passes arguments by position
-    library: str,
+    libraries: list[str],
     endpoint: str,
     latency_ms: float,
     runs: int,
-    tables: dict[str, str],
+    tables: dict[str, dict[str, str]],
     sizes: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Return, per ``"source/size"``, the medians of first deliveries and their redeliveries."""
-    client = make_client(endpoint, latency_ms)
-    requests = [0]
+    """Return, per library and ``"source/size"``, the medians of first deliveries and their
+    redeliveries. The libraries take turns, delivery by delivery, the first of each turn
+    alternating, so the machine's drift weighs on each alike."""
+    lock = threading.Lock()
+    counts = dict.fromkeys(libraries, 0)
+    clients = {}
+    for library in libraries:
+        clients[library] = make_client(endpoint, latency_ms)
 
-    def count(**_: Any) -> None:
-        requests[0] += 1  # one event per request, from any thread: += on a list cell is enough
+        def count(library: str = library, **_: Any) -> None:
+            with lock:
+                counts[library] += 1
 
-    client.meta.events.register("before-call.dynamodb", count)
-    out: dict[str, Any] = {}
+        clients[library].meta.events.register("before-call.dynamodb", count)
+    out: dict[str, dict[str, Any]] = {library: {} for library in libraries}
     for source in SOURCES:
-        handler = build(library, source, tables[source], client)
-        handler(make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
+        handlers = {}
+        for library in libraries:
+            handlers[library] = build(library, source, tables[library][source], clients[library])
+            handlers[library](make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
         for size in sizes or SIZES:
-            samples: dict[str, list[float]] = {}
-            for _ in range(runs_at(size, runs)):
-                run = uuid.uuid4().hex[:8]
-                for case, receive in (("first", "1"), ("again", "2")):
-                    event = make_event(source, size, receive, run)
-                    requests[0] = 0
-                    started_cpu, started = time.process_time(), time.perf_counter()
-                    answer = handler(event, LambdaContext())
-                    wall = (time.perf_counter() - started) * 1000
-                    cpu = (time.process_time() - started_cpu) * 1000
-                    if answer["batchItemFailures"]:
-                        raise RuntimeError(f"{library} {source}: failures on a clean batch")
-                    for name, value in (
-                        ("cpu_us", cpu * 1000 / size),
-                        ("req", requests[0] / size),
-                        ("ms", wall),
-                        ("cpu_ms", cpu),
-                    ):
-                        samples.setdefault(f"{case}_{name}", []).append(value)
-            out[f"{source}/{size}"] = {k: statistics.median(v) for k, v in samples.items()}
+            samples: dict[str, dict[str, list[float]]] = {library: {} for library in libraries}
+            for turn in range(runs_at(size, runs)):
+                for library in libraries if turn % 2 == 0 else libraries[::-1]:
+                    run = uuid.uuid4().hex[:8]
+                    for case, receive in (("first", "1"), ("again", "2")):
+                        event = make_event(source, size, receive, run)
+                        counts[library] = 0
+                        started_cpu, started = time.process_time(), time.perf_counter()
+                        answer = handlers[library](event, LambdaContext())
+                        wall = (time.perf_counter() - started) * 1000
+                        cpu = (time.process_time() - started_cpu) * 1000
+                        if answer["batchItemFailures"]:
+                            raise RuntimeError(f"{library} {source}: failures on a clean batch")
+                        for name, value in (
+                            ("cpu_us", cpu * 1000 / size),
+                            ("req", counts[library] / size),
+                            ("ms", wall),
+                            ("cpu_ms", cpu),
+                        ):
+                            samples[library].setdefault(f"{case}_{name}", []).append(value)
+            for library in libraries:
+                medians = {k: statistics.median(v) for k, v in samples[library].items()}
+                out[library][f"{source}/{size}"] = medians
     return out
 
 
@@ -218,13 +231,18 @@ def main(argv: list[str] | None = None) -> int:
             results["before"] = in_before(
                 args.before,
                 "benchmarks.bench_pipeline_cpu:measure_all",
-                "ours",
+                ["ours"],
                 *common,
-                make_tables(endpoint),
+                {"ours": make_tables(endpoint)},
                 sizes,
-            )
-        results["now"] = measure_all("ours", *common, make_tables(endpoint), sizes)
-        results["powertools"] = measure_all("powertools", *common, make_tables(endpoint), sizes)
+            )["ours"]
+        side = measure_all(
+            ["ours", "powertools"],
+            *common,
+            {"ours": make_tables(endpoint), "powertools": make_tables(endpoint)},
+            sizes,
+        )
+        results["now"], results["powertools"] = side["ours"], side["powertools"]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(report(results, sizes))

@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from idempotent_lambda._effects import TrackedBody
@@ -57,6 +56,7 @@ from idempotent_lambda.adapters._batch_lanes import (
     unique,
 )
 from idempotent_lambda.adapters._batch_pipeline import (
+    Behind,
     RecordFlow,
     WorkerPools,
     run_lane_pipelined,
@@ -300,7 +300,7 @@ class _BatchHandler(Generic[RecordT]):
         Each completion goes to the batch's `CompletionWriter` (grouped with others when it
         may) and the record is settled once it is written, before the batch answers.
         """
-        behind: list[tuple[int, RecordFlow, Future[Any]]] = []  # appended from the lanes
+        behind: list[Behind] = []  # appended from the lanes
 
         def run_record(index: int) -> None:
             if not progress.may_start(index):
@@ -315,9 +315,16 @@ class _BatchHandler(Generic[RecordT]):
         try:
             run_lanes(lanes, self.pools.lanes(), run_record)
         finally:
-            for index, flow, future in behind:
-                settle(flow, future)
-                progress.finish(index, runs[index].failure_of(flow.error))
+            self._settle(behind, runs, progress)
+
+    def _settle(
+        self, behind: list[Behind], runs: list[_Record[RecordT]], progress: BatchProgress
+    ) -> None:
+        """Send the completions still queued from here, then settle every record behind."""
+        self.completions.flush()
+        for index, flow, future in behind:
+            settle(flow, future)
+            progress.finish(index, runs[index].failure_of(flow.error))
 
     def _run_pipelined(
         self,
@@ -339,6 +346,7 @@ class _BatchHandler(Generic[RecordT]):
             return runs[index].failure_of(error)
 
         store_pool = self.pools.store_calls()
+        behind: list[Behind] = []  # what the lanes leave behind them, settled at the end
 
         def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
             run_lane_pipelined(
@@ -349,9 +357,13 @@ class _BatchHandler(Generic[RecordT]):
                 progress=progress,
                 pool=store_pool,
                 write_behind=self.completions.submit,
+                left_behind=behind,
             )
 
-        run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
+        try:
+            run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
+        finally:
+            self._settle(behind, runs, progress)
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.

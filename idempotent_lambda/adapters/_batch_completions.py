@@ -15,6 +15,8 @@ Past that point, or on a store without the capability, the conditional write sta
 those that arrive while a request is out go together in the next one. No completion waits for
 a timer or for the batch to end, so a record's completion is written at most one request later
 than when it was written alone; and the group is as large as the records that finish meanwhile.
+Once its records have run, the batch sends what is still queued itself (`flush`) rather than
+wait for the request out to come back first.
 
 What can go wrong, and what it costs:
 
@@ -100,6 +102,12 @@ class CompletionWriter:
         if start:
             self._pool().submit(self._send_all)
         return future
+
+    def flush(self) -> None:
+        """Send what is queued from this thread too: its caller is about to wait for it."""
+        with self._lock:
+            self._senders += 1
+        self._send_all()
 
     def _send_all(self) -> None:
         """Send what is queued, a group at a time, until the queue is empty."""

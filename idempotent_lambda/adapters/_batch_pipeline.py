@@ -33,7 +33,7 @@ from typing import Any
 from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
 from idempotent_lambda.adapters._batch_lanes import BatchProgress
 
-__all__ = ["RecordFlow", "WorkerPools", "run_lane_pipelined", "settle"]
+__all__ = ["Behind", "RecordFlow", "WorkerPools", "run_lane_pipelined", "settle"]
 
 
 class WorkerPools:
@@ -146,6 +146,10 @@ def _call(store_call: StoreCall) -> Any:
     return store_call.function(*store_call.args, **store_call.kwargs)
 
 
+Behind = tuple[int, RecordFlow, "Future[Any]"]
+"""A record's index, its flow, and its completion being written behind."""
+
+
 def settle(flow: RecordFlow, future: Future[Any]) -> None:
     """Answer ``flow``'s pending completion with ``future``'s outcome and finish the flow."""
     try:
@@ -166,6 +170,7 @@ def run_lane_pipelined(
     progress: BatchProgress,
     pool: Executor,
     write_behind: Callable[[StoreCall], Future[Any]] | None = None,
+    left_behind: list[Behind] | None = None,
 ) -> None:
     """Run one lane's records in order, their claims ahead and their completions behind.
 
@@ -177,6 +182,9 @@ def run_lane_pipelined(
         progress: Admits each record and keeps its outcome.
         pool: Runs the store calls made ahead or behind.
         write_behind: Starts a completion written behind (default: a call in ``pool``).
+        left_behind: Where the lane leaves the completions still being written when it ends,
+            for the caller to settle (with `settle`, then ``progress.finish``); None: the lane
+            waits for them itself.
     """
     if write_behind is None:
 
@@ -198,7 +206,7 @@ def run_lane_pipelined(
         except Exception as exc:
             claims[index].answer(error=exc)
 
-    behind: list[tuple[int, RecordFlow, Future[Any]]] = []
+    behind: list[Behind] = []
 
     def settle_behind() -> None:
         for index, flow, future in behind:
@@ -224,4 +232,7 @@ def run_lane_pipelined(
     finally:
         for flow in ahead.values():
             flow.abandon()
-        settle_behind()
+        if left_behind is None:
+            settle_behind()
+        else:
+            left_behind.extend(behind)
