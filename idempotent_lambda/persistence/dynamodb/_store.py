@@ -141,7 +141,6 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         )
         self._key_schema = KeySchemaCheck(self._schema, table_name)
         self._threshold = compression_threshold_bytes
-        self._write_bound_ms: int | None = None
         self._references = True  # results offloaded to S3 are resolved
         self._large = LargeResults(
             bucket=large_result_bucket,
@@ -361,9 +360,7 @@ class DynamoDBPersistenceLayer(OperatorMethods):
         base = DynamoDBPersistenceLayer
         if cls.complete is not base.complete and cls.put_completed is base.put_completed:
             return None
-        if self._write_bound_ms is None:
-            self._write_bound_ms = request_bound_ms(self._client.get())
-        return self._write_bound_ms
+        return request_bound_ms(self._client.get())  # the client may be replaced at any time
 
     def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
         """See `BatchCompleteStore.put_completed`: one ``BatchWriteItem``, no condition."""
