@@ -266,3 +266,30 @@ def test_powertools_replays_completions_written_together(
     )
     assert ({"batchItemFailures": []}, []) == (answer, ran)
     assert [{"n": n} for n in range(30)] == replayed
+
+
+def test_a_completion_with_business_writes_stays_one_transaction(
+    make_table: Any, dynamodb_client: Any, requests: Counter[str]
+) -> None:
+    """Records whose bodies queue writes with `current_transaction()` complete each in its own
+    TransactWriteItems (record and writes, all or none); the rest of the batch goes together."""
+    from idempotent_lambda.transaction import current_transaction
+
+    store = DynamoDBPersistenceLayer(make_table(), boto3_client=dynamodb_client)
+    orders = make_table()
+    requests.clear()
+
+    @idempotent_sqs_handler(persistence_store=store)
+    def handler(record: SQSRecord, context: Any) -> int:
+        n = record.json_body["n"]
+        if n % 2:
+            current_transaction().put(orders, {"id": f"order-{n}"})
+        return n
+
+    assert {"batchItemFailures": []} == handler(_event(6), FakeLambdaContext(600_000))
+    counted = dict(requests)
+    assert (6, 3) == (counted["PutItem"], counted["TransactWriteItems"])  # claims; 1, 3, 5
+    assert 1 <= counted["BatchWriteItem"] <= 3  # the completions of 0, 2, 4
+    assert {Status.COMPLETED} == {record.status for record in _records(store)}
+    written = dynamodb_client.scan(TableName=orders, ConsistentRead=True)["Items"]
+    assert {"order-1", "order-3", "order-5"} == {item["id"]["S"] for item in written}
