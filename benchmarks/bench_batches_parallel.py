@@ -72,11 +72,12 @@ class Latency:
         self.read_units = 0
 
     def request(self, operation: str, items: int = 1) -> None:
-        """Pay one request's latency and count it (``items``: keys read by a BatchGetItem)."""
+        """Pay one request's latency and count it (``items``: keys read by a BatchGetItem,
+        items written by a BatchWriteItem)."""
         with self.lock:
             self.operations[operation] += 1
-            if operation in WRITES:
-                self.write_units += 1  # every item here is < 1 KB; a failed condition too
+            if operation in WRITES or operation == "BatchWriteItem":
+                self.write_units += items  # every item here is < 1 KB; a failed condition too
             else:
                 self.read_units += items  # strongly consistent, < 4 KB per item
         time.sleep(self.latency_s)
@@ -112,6 +113,17 @@ class SlowStore:
         """Conditional PutItem of the COMPLETED record."""
         self._latency.request("PutItem")
         return self._inner.complete(record)
+
+    def unconditional_write_ms(self) -> int:
+        """The bound of the store's default client (18 s): the leases here are 10 minutes."""
+        return 18_000
+
+    def put_completed(self, records: Sequence[Any]) -> list[Any]:
+        """BatchWriteItem of up to 25 completions: one request (here each still owned)."""
+        self._latency.request("BatchWriteItem", len(records))
+        for record in records:
+            self._inner.complete(record)
+        return []
 
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Conditional DeleteItem."""

@@ -1,17 +1,28 @@
-"""Client CPU per record of a batch on real DynamoDB clients: ours before, now, and Powertools.
+"""Client CPU and requests per record of a batch on real DynamoDB clients, and a wall-time model.
 
 ``bench_pipeline`` measures under an in-process store whose requests cost no CPU at all, so
-there a thread handoff or a wake-up is most of a record's CPU, and the pipeline's extra handoffs
-(a claim sent ahead, a completion written behind) weigh more than they would on Lambda. Here
-every library runs on a botocore client against moto's DynamoDB server on 127.0.0.1, with
-``--latency-ms`` (5 ms) slept before each request goes out, so each request also costs the
-client what a real one does: serializing, signing, sending, parsing.
+there a thread handoff or a wake-up is most of a record's CPU. Here every library runs on a
+botocore client against moto's DynamoDB server on 127.0.0.1, with ``--latency-ms`` (5 ms) slept
+before each request goes out, so each request also costs the client what a real one does:
+serializing, signing, sending, parsing.
 
-Per source (the five of ``bench_pipeline``), per library: a warm handler (one 10-record batch
-first), then ``--runs`` first deliveries of a fresh 100-record batch; the medians of this
-process's CPU time per record (every thread; moto's server is another process) and of the
-delivery's wall time. *Before* is the package at ``--before`` (as in ``bench_pipeline``), run in
-a subprocess. All three libraries get clients built alike (128 connections).
+Per source (the five of ``bench_pipeline``), per batch size (``--sizes``, 10, 100 and 1,000),
+per library: a warm handler (one 10-record batch first), then first deliveries of fresh batches
+(``--runs`` at 100 records, twice as many at 10, one at 1,000), each followed by its full
+redelivery. Ours and Powertools take turns delivery by delivery, in one process, so the
+machine's drift weighs on both alike. Reported, as medians: this process's CPU time per record
+(every thread; moto's server is another process), DynamoDB requests per record (counted by a
+botocore event hook on each library's client), and the delivery's wall time. *Before* is the
+package at ``--before`` (as in ``bench_pipeline``), run in a subprocess. Every library gets a
+client built alike (128 connections, botocore's default timeouts).
+
+**The wall-time model.** A Lambda function gets a share of a core set by its memory: a whole
+vCPU at 1,769 MB, ``memory / 1769`` of one below that. The model takes the wall time measured
+here (this machine's core standing for one vCPU, the proxy's 5 ms for the network) and
+stretches every CPU millisecond measured to ``1769 / memory`` ms:
+``wall + cpu * (1769 / memory - 1)``. That is exact for a client whose CPU is all on its
+critical path (Powertools' records run one after the other) and an upper bound for ours, whose
+threads wait on requests while others compute. It is a model, not a measurement on Lambda.
 
 Run: ``python -m benchmarks.bench_pipeline_cpu --before /tmp/il-before-lib`` (needs the
 ``bench`` extra: Powertools and moto).
@@ -20,16 +31,17 @@ Run: ``python -m benchmarks.bench_pipeline_cpu --before /tmp/il-before-lib`` (ne
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_batches, bench_kinesis_kafka
 from benchmarks.bench_pipeline import SOURCES, in_before, make_event
 from benchmarks.bench_sqs import LambdaContext, moto_endpoint
-
-RECORDS = 100
 
 
 def make_client(endpoint: str, latency_ms: float) -> Any:
@@ -82,67 +94,159 @@ def build(library: str, source: str, table: str, client: Any) -> Any:
     return handler
 
 
-def measure_all(
-    library: str, endpoint: str, latency_ms: float, runs: int, tables: dict[str, str]
+def measure_all(  # noqa: PLR0917  # in_before passes arguments by position
+    libraries: list[str],
+    endpoint: str,
+    latency_ms: float,
+    runs: int,
+    tables: dict[str, dict[str, str]],
+    sizes: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Return, per source, the median CPU µs per record and wall ms of ``runs`` deliveries."""
-    client = make_client(endpoint, latency_ms)
-    out: dict[str, Any] = {}
+    """Return, per library and ``"source/size"``, the medians of first deliveries and their
+    redeliveries. The libraries take turns, delivery by delivery, the first of each turn
+    alternating, so the machine's drift weighs on each alike."""
+    lock = threading.Lock()
+    counts = dict.fromkeys(libraries, 0)
+    clients = {}
+    for library in libraries:
+        clients[library] = make_client(endpoint, latency_ms)
+
+        def count(library: str = library, **_: Any) -> None:
+            with lock:
+                counts[library] += 1
+
+        clients[library].meta.events.register("before-call.dynamodb", count)
+    out: dict[str, dict[str, Any]] = {library: {} for library in libraries}
     for source in SOURCES:
-        handler = build(library, source, tables[source], client)
-        handler(make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
-        cpu, wall = [], []
-        for _ in range(runs):
-            event = make_event(source, RECORDS, "1", uuid.uuid4().hex[:8])
-            started_cpu, started = time.process_time(), time.perf_counter()
-            answer = handler(event, LambdaContext())
-            wall.append((time.perf_counter() - started) * 1000)
-            cpu.append((time.process_time() - started_cpu) * 1e6 / RECORDS)
-            if answer["batchItemFailures"]:
-                raise RuntimeError(f"{library} {source}: failures on a clean batch")
-        out[source] = {"cpu_us": statistics.median(cpu), "ms": statistics.median(wall)}
+        handlers = {}
+        for library in libraries:
+            handlers[library] = build(library, source, tables[library][source], clients[library])
+            handlers[library](make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
+        for size in sizes or SIZES:
+            samples: dict[str, dict[str, list[float]]] = {library: {} for library in libraries}
+            for turn in range(runs_at(size, runs)):
+                for library in libraries if turn % 2 == 0 else libraries[::-1]:
+                    run = uuid.uuid4().hex[:8]
+                    for case, receive in (("first", "1"), ("again", "2")):
+                        event = make_event(source, size, receive, run)
+                        counts[library] = 0
+                        started_cpu, started = time.process_time(), time.perf_counter()
+                        answer = handlers[library](event, LambdaContext())
+                        wall = (time.perf_counter() - started) * 1000
+                        cpu = (time.process_time() - started_cpu) * 1000
+                        if answer["batchItemFailures"]:
+                            raise RuntimeError(f"{library} {source}: failures on a clean batch")
+                        for name, value in (
+                            ("cpu_us", cpu * 1000 / size),
+                            ("req", counts[library] / size),
+                            ("ms", wall),
+                            ("cpu_ms", cpu),
+                        ):
+                            samples[library].setdefault(f"{case}_{name}", []).append(value)
+            for library in libraries:
+                medians = {k: statistics.median(v) for k, v in samples[library].items()}
+                out[library][f"{source}/{size}"] = medians
     return out
 
 
-def report(results: dict[str, dict[str, Any]]) -> str:
-    """Return the results as a Markdown table."""
+SIZES = [10, 100, 1000]
+#: Function memory sizes of the wall-time model, and the size that gets a whole vCPU.
+MEMORY_MB = (1769, 512, 128)
+FULL_VCPU_MB = 1769
+
+
+def runs_at(size: int, runs: int) -> int:
+    """Return how many deliveries of ``size`` records to measure: fewer for larger batches."""
+    return max(1, runs * 2 if size <= 10 else runs if size <= 100 else 1)
+
+
+def modelled_ms(result: dict[str, float], memory_mb: int, case: str = "first") -> float:
+    """Return the modelled wall time of a delivery at ``memory_mb`` (see the module's docstring)."""
+    stretch = max(FULL_VCPU_MB / memory_mb, 1.0)
+    return result[f"{case}_ms"] + result[f"{case}_cpu_ms"] * (stretch - 1)
+
+
+def report(results: dict[str, dict[str, Any]], sizes: list[int]) -> str:
+    """Return the results as Markdown tables: measured, then the model."""
+    libraries = [lib for lib in ("before", "now", "powertools") if lib in results]
+    names = " / ".join(libraries)
     lines = [
-        "| source | CPU µs/record: before / now / Powertools | now/before | now/PT "
-        "| wall ms: before / now / Powertools |",
-        "|---|---|---|---|---|",
+        f"| source | records | CPU µs/record, first ({names}) | now/PT "
+        f"| requests/record, first ({names}) | CPU µs/record, redelivery ({names}) | now/PT "
+        f"| requests/record, redelivery ({names}) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for source in SOURCES:
-        old, now, pt = (results[lib][source] for lib in ("before", "now", "powertools"))
-        lines.append(
-            f"| {source} | {old['cpu_us']:.0f} / {now['cpu_us']:.0f} / {pt['cpu_us']:.0f} "
-            f"| {now['cpu_us'] / old['cpu_us']:.2f}x | {now['cpu_us'] / pt['cpu_us']:.2f}x "
-            f"| {old['ms']:.0f} / {now['ms']:.0f} / {pt['ms']:.0f} |"
-        )
+        for size in sizes:
+            row = [results[lib][f"{source}/{size}"] for lib in libraries]
+            now, pt = results["now"][f"{source}/{size}"], results["powertools"][f"{source}/{size}"]
+
+            def cells(field: str, fmt: str, row: list[dict[str, float]] = row) -> str:
+                return " / ".join(format(r[field], fmt) for r in row)
+
+            lines.append(
+                f"| {source} | {size} | {cells('first_cpu_us', '.0f')} "
+                f"| {now['first_cpu_us'] / pt['first_cpu_us']:.2f}x "
+                f"| {cells('first_req', '.2f')} | {cells('again_cpu_us', '.0f')} "
+                f"| {now['again_cpu_us'] / pt['again_cpu_us']:.2f}x "
+                f"| {cells('again_req', '.2f')} |"
+            )
+    lines += [
+        "",
+        f"Modelled wall time of a first delivery, ms ({names}; a model, see above):",
+        "",
+        "| source | records | "
+        + " | ".join(f"{m} MB" for m in MEMORY_MB)
+        + " | "
+        + " | ".join(f"now/PT {m} MB" for m in MEMORY_MB)
+        + " |",
+        "|---|---|" + "---|" * (2 * len(MEMORY_MB)),
+    ]
+    for source in SOURCES:
+        for size in sizes:
+            row = [results[lib][f"{source}/{size}"] for lib in libraries]
+            now, pt = results["now"][f"{source}/{size}"], results["powertools"][f"{source}/{size}"]
+            walls = [" / ".join(f"{modelled_ms(r, m):.0f}" for r in row) for m in MEMORY_MB]
+            ratios = [f"{modelled_ms(now, m) / modelled_ms(pt, m):.2f}x" for m in MEMORY_MB]
+            lines.append(f"| {source} | {size} | " + " | ".join(walls + ratios) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the three libraries on one moto server and print the table."""
+    """Run the libraries on one moto server and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", required=True, help="directory holding the old package")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--before", help="directory holding the old package (else no before)")
+    parser.add_argument("--runs", type=int, default=3, help="deliveries at 100 records")
+    parser.add_argument("--sizes", default="10,100,1000", help="batch sizes, comma-separated")
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--in-process", action="store_true", help="run moto in this process")
+    parser.add_argument("--json", help="also write the raw medians to this file")
     args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    started = time.perf_counter()
     with moto_endpoint(args.in_process) as endpoint:
         common = (endpoint, args.latency_ms, args.runs)
-        results = {
-            "before": in_before(
+        results: dict[str, Any] = {}
+        if args.before:
+            results["before"] = in_before(
                 args.before,
                 "benchmarks.bench_pipeline_cpu:measure_all",
-                "ours",
+                ["ours"],
                 *common,
-                make_tables(endpoint),
-            ),
-            "now": measure_all("ours", *common, make_tables(endpoint)),
-            "powertools": measure_all("powertools", *common, make_tables(endpoint)),
-        }
-    print(report(results))
+                {"ours": make_tables(endpoint)},
+                sizes,
+            )["ours"]
+        side = measure_all(
+            ["ours", "powertools"],
+            *common,
+            {"ours": make_tables(endpoint), "powertools": make_tables(endpoint)},
+            sizes,
+        )
+        results["now"], results["powertools"] = side["ours"], side["powertools"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print(report(results, sizes))
+    print(f"\n(took {time.perf_counter() - started:.0f} s)")
     return 0
 
 

@@ -23,12 +23,16 @@ class StoreCall(NamedTuple):
 
     ``behind``: a completion whose outcome cannot fail the call, so a batch lane may write it
     while its next record runs (see `idempotent_lambda.adapters._batch_pipeline`).
+    ``lease_end_ms``: with ``behind``, when the record's claim stops protecting it: a batch may
+    write the completion unconditionally, with others, well before then
+    (`idempotent_lambda.adapters._batch_completions`).
     """
 
     function: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
     behind: bool = False
+    lease_end_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -644,6 +644,7 @@ class IdempotentFunction:
                 report_errors=False,
                 deadline_ms=inv.deadline_ms,
                 behind=True,
+                lease_end_ms=inv.lease_end_ms,
             )
         if not ok:
             ok = yield from self._answer_was_lost(inv, tally, Status.COMPLETED)
@@ -678,19 +679,21 @@ class IdempotentFunction:
         report_errors: bool = True,
         deadline_ms: int | None = None,
         behind: bool = False,
+        lease_end_ms: int | None = None,
         **kwargs: Any,
     ) -> Flow:
         """Yield one store call, timed and counted on ``tally``; a failure is a STORE_ERROR.
 
         A write that met another Region's write of the item is tried again after each of
         `_CONFLICT_PAUSES_S`, while a pause ends before ``deadline_ms`` (less the margin).
-        ``behind`` marks a completion a batch lane may write while its next record runs.
+        ``behind`` marks a completion a batch lane may write while its next record runs, and
+        ``lease_end_ms`` when its claim stops protecting it.
         """
         pauses = iter(_CONFLICT_PAUSES_S)
         while True:
             started = perf_counter()
             try:
-                result = yield StoreCall(function, args, kwargs, behind)
+                result = yield StoreCall(function, args, kwargs, behind, lease_end_ms)
             except BaseException as exc:
                 tally.add_store_call(_ms_since(started))
                 if isinstance(exc, IdempotencyWriteConflictError):

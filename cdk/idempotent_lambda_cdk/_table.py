@@ -24,8 +24,9 @@ LARGE_RESULTS_ROOT = "idempotency/"
 #: What `DynamoDBPersistenceLayer` calls on an invocation: claim and complete (PutItem), release
 #: (DeleteItem), read while waiting (GetItem).
 RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
-#: What a batch handler adds: one read of all a batch's keys before claiming any.
-BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
+#: What a batch handler adds: one read of all a batch's keys before claiming any, and its
+#: completions written up to 25 in one request.
+BATCH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem")
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 
 #: Between a record's key and the event id in its outbox items' keys (`idempotent_lambda.outbox`:

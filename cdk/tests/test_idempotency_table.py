@@ -14,6 +14,7 @@ from idempotent_lambda_cdk import IdempotencyTable, large_result_prefix
 from .conftest import Synthesized, python_function
 
 RECORD_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"]
+BATCH_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]
 
 
 def statements(template: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,9 +134,10 @@ def test_a_grant_is_exactly_the_store_calls_on_the_function_keys(
 
 
 def test_a_batch_grant_adds_the_batch_read_only(synthesized: Synthesized) -> None:
-    """A batch handler also gets BatchGetItem, on its own keys; its objects are its own."""
+    """A batch handler also gets BatchGetItem and BatchWriteItem, on its own keys; its objects
+    are its own."""
     (statement, on_objects) = granted_to(synthesized.templates["WithBucket"], "Batch")
-    assert [*RECORD_ACTIONS, "dynamodb:BatchGetItem"] == statement["Action"]
+    assert [*RECORD_ACTIONS, *BATCH_ACTIONS] == statement["Action"]
     assert ["orders.pay#*"] == statement["Condition"]["ForAllValues:StringLike"][
         "dynamodb:LeadingKeys"
     ]

@@ -14,6 +14,8 @@ each through the engine and answers with Lambda's partial batch response,
 - A lane of several records (``def`` handlers) claims them all in one parallel wave and writes
   each completion while the next record runs, under the same rules; see
   `idempotent_lambda.adapters._batch_pipeline`.
+- Completions of ``def`` handlers are written behind, up to 25 in one request while the
+  records' leases allow it; see `idempotent_lambda.adapters._batch_completions`.
 - Before a record starts, the Lambda context's remaining time is checked; below the safety
   margin the rest of the batch is reported instead of Lambda killing it mid-record.
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
@@ -42,6 +44,7 @@ from idempotent_lambda._lambda_context import (
     current_lambda_context,
 )
 from idempotent_lambda._observability import Outcome
+from idempotent_lambda.adapters._batch_completions import CompletionWriter
 from idempotent_lambda.adapters._batch_lanes import (
     BatchItemFailure,
     BatchProgress,
@@ -52,7 +55,13 @@ from idempotent_lambda.adapters._batch_lanes import (
     run_lanes_async,
     unique,
 )
-from idempotent_lambda.adapters._batch_pipeline import RecordFlow, WorkerPools, run_lane_pipelined
+from idempotent_lambda.adapters._batch_pipeline import (
+    Behind,
+    RecordFlow,
+    WorkerPools,
+    run_lane_pipelined,
+    settle,
+)
 from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
@@ -200,6 +209,7 @@ class _BatchHandler(Generic[RecordT]):
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
         self.pools = WorkerPools(max_concurrency)
+        self.completions = CompletionWriter(self.call.store, self.pools.store_calls)
 
     def handle(self, event: Any, context: Any) -> PartialBatchResponse:
         """Process one batch and return the records Lambda must retry."""
@@ -273,10 +283,48 @@ class _BatchHandler(Generic[RecordT]):
             run_lanes([lane for lane, replay in pairs if replay], None, run_record)
             waiting = [lane for lane, replay in pairs if not replay]
             if all(len(lane) == 1 for lane in waiting):
-                run_lanes(waiting, self.pools.lanes(), run_record)
+                self._run_alone(waiting, runs, stored, progress)
             else:
                 self._run_pipelined(waiting, runs, keys, stored, progress)
         return progress.failed_identifiers()
+
+    def _run_alone(
+        self,
+        lanes: list[list[int]],
+        runs: list[_Record[RecordT]],
+        stored: list[IdempotencyRecord | None],
+        progress: BatchProgress,
+    ) -> None:
+        """Run lanes of one record each, side by side; their completions are written behind.
+
+        Each completion goes to the batch's `CompletionWriter` (grouped with others when it
+        may) and the record is settled once it is written, before the batch answers.
+        """
+        behind: list[Behind] = []  # appended from the lanes
+
+        def run_record(index: int) -> None:
+            if not progress.may_start(index):
+                return
+            flow = runs[index].flow(stored[index])
+            completion = flow.run_until_behind()
+            if completion is None:
+                progress.finish(index, runs[index].failure_of(flow.error))
+            else:
+                behind.append((index, flow, self.completions.submit(completion)))
+
+        try:
+            run_lanes(lanes, self.pools.lanes(), run_record)
+        finally:
+            self._settle(behind, runs, progress)
+
+    def _settle(
+        self, behind: list[Behind], runs: list[_Record[RecordT]], progress: BatchProgress
+    ) -> None:
+        """Send the completions still queued from here, then settle every record behind."""
+        self.completions.flush()
+        for index, flow, future in behind:
+            settle(flow, future)
+            progress.finish(index, runs[index].failure_of(flow.error))
 
     def _run_pipelined(
         self,
@@ -295,9 +343,10 @@ class _BatchHandler(Generic[RecordT]):
             return runs[index].flow(stored[index])
 
         def failure(index: int, error: Exception | None) -> BaseException | None:
-            return None if error is None else runs[index].failure(error)
+            return runs[index].failure_of(error)
 
         store_pool = self.pools.store_calls()
+        behind: list[Behind] = []  # what the lanes leave behind them, settled at the end
 
         def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
             run_lane_pipelined(
@@ -307,9 +356,14 @@ class _BatchHandler(Generic[RecordT]):
                 failure=failure,
                 progress=progress,
                 pool=store_pool,
+                write_behind=self.completions.submit,
+                left_behind=behind,
             )
 
-        run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
+        try:
+            run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
+        finally:
+            self._settle(behind, runs, progress)
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
@@ -429,6 +483,10 @@ class _Record(Generic[RecordT]):
         except Exception as exc:
             return self.failure(exc)
         return None
+
+    def failure_of(self, error: Exception | None) -> BaseException | None:
+        """`failure` of a flow's error; None for a flow that ended without one."""
+        return None if error is None else self.failure(error)
 
     def failure(self, exc: BaseException) -> BaseException | None:
         """Return ``exc``; None when it says the record ran and only its result is unstorable."""

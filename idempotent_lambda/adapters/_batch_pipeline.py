@@ -9,9 +9,11 @@ Run one record at a time, a lane of ``n`` records pays ``2n`` round trips one af
   claim made in turn would. A record whose key appeared earlier in the lane claims in turn, once
   the earlier record's completion is written, so it replays that result.
 - **Complete behind.** A record's completion (without business writes) is written while the next
-  record runs. Whatever that write meets, the record counts as done (see
-  `IdempotentFunction._complete`), so the next record never waits on it. A completion with
-  business writes can fail the record: it is written before the next record starts.
+  record runs, grouped with other records' completions when it may be
+  (`idempotent_lambda.adapters._batch_completions`). Whatever that write meets, the record
+  counts as done (see `IdempotentFunction._complete`), so the next record never waits on it. A
+  completion with business writes can fail the record: it is written before the next record
+  starts.
 
 Each record is still admitted by `BatchProgress.may_start` in lane order, so which bodies run and
 which records are reported are exactly those of a lane run one record at a time. A claim taken
@@ -31,7 +33,7 @@ from typing import Any
 from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
 from idempotent_lambda.adapters._batch_lanes import BatchProgress
 
-__all__ = ["RecordFlow", "WorkerPools", "run_lane_pipelined"]
+__all__ = ["Behind", "RecordFlow", "WorkerPools", "run_lane_pipelined", "settle"]
 
 
 class WorkerPools:
@@ -146,7 +148,12 @@ def _call(store_call: StoreCall) -> Any:
     return store_call.function(*store_call.args, **store_call.kwargs)
 
 
-def _settle(flow: RecordFlow, future: Future[Any]) -> None:
+Behind = tuple[int, RecordFlow, "Future[Any]"]
+"""A record's index, its flow, and its completion being written behind."""
+
+
+def settle(flow: RecordFlow, future: Future[Any]) -> None:
+    """Answer ``flow``'s pending completion with ``future``'s outcome and finish the flow."""
     try:
         value = future.result()
     except Exception as exc:
@@ -164,6 +171,8 @@ def run_lane_pipelined(
     failure: Callable[[int, Exception | None], BaseException | None],
     progress: BatchProgress,
     pool: Executor,
+    write_behind: Callable[[StoreCall], Future[Any]] | None = None,
+    left_behind: list[Behind] | None = None,
 ) -> None:
     """Run one lane's records in order, their claims ahead and their completions behind.
 
@@ -174,6 +183,11 @@ def run_lane_pipelined(
         failure: ``(index, error)`` -> what fails the record (None: it is done).
         progress: Admits each record and keeps its outcome.
         pool: Runs the store calls made ahead or behind.
+        write_behind: Starts a completion written behind (default: a call in ``pool``, in the
+            record's context).
+        left_behind: Where the lane leaves the completions still being written when it ends,
+            for the caller to settle (with `settle`, then ``progress.finish``); None: the lane
+            waits for them itself.
     """
     ahead: dict[int, RecordFlow] = {}
     seen: set[str] = set()
@@ -190,11 +204,11 @@ def run_lane_pipelined(
         except Exception as exc:
             claims[index].answer(error=exc)
 
-    behind: list[tuple[int, RecordFlow, Future[Any]]] = []
+    behind: list[Behind] = []
 
     def settle_behind() -> None:
         for index, flow, future in behind:
-            _settle(flow, future)
+            settle(flow, future)
             progress.finish(index, failure(index, flow.error))
         behind.clear()
 
@@ -210,11 +224,18 @@ def run_lane_pipelined(
                 flow = start(index)
             completion = flow.run_until_behind()
             if completion is not None:
-                call = pool.submit(flow.context.copy().run, _call, completion)
+                call = (
+                    pool.submit(flow.context.copy().run, _call, completion)
+                    if write_behind is None
+                    else write_behind(completion)
+                )
                 behind.append((index, flow, call))
                 continue
             progress.finish(index, failure(index, flow.error))
     finally:
         for flow in ahead.values():
             flow.abandon()
-        settle_behind()
+        if left_behind is None:
+            settle_behind()
+        else:
+            left_behind.extend(behind)

@@ -152,6 +152,26 @@ class LazyClient(Generic[ClientT]):
         return client
 
 
+def request_bound_ms(client: Any) -> int:
+    """Return the longest one request of ``client`` may take, botocore's retries included.
+
+    Each attempt may wait its connect and read timeouts (botocore's defaults, 60 s each, when
+    the client's settings leave them out); before each retry botocore backs off at most
+    ``2 ** n`` seconds, 20 s at most, in its legacy and standard modes alike.
+    """
+    config = client.meta.config
+    connect = config.connect_timeout if config.connect_timeout is not None else 60
+    read = config.read_timeout if config.read_timeout is not None else 60
+    retries = config.retries or {}
+    attempts = retries.get("total_max_attempts")
+    if attempts is None and retries.get("max_attempts") is not None:
+        attempts = retries["max_attempts"] + 1
+    if attempts is None:
+        attempts = 5 if retries.get("mode", "legacy") == "legacy" else 3
+    backoff = sum(min(2**n, 20) for n in range(attempts - 1))
+    return int((attempts * (connect + read) + backoff) * 1000)
+
+
 def error_code(exc: BaseException) -> str | None:
     """Return the error code of a botocore/boto3 exception; None for any other exception."""
     try:

@@ -139,6 +139,38 @@ class BatchReadStore(PersistenceStore, Protocol):
         ...
 
 
+@runtime_checkable
+class BatchCompleteStore(PersistenceStore, Protocol):
+    """A store that writes many COMPLETED records in one request, without a condition.
+
+    The optional capability behind a batch's completions (DESIGN §13): a batch handler writes a
+    record's completion this way only while the record's lease has more than the clock-skew
+    tolerance plus `unconditional_write_ms` left, since until then no other invocation can have
+    taken the key over and the owner condition of `PersistenceStore.complete` cannot fail.
+    """
+
+    def unconditional_write_ms(self) -> int | None:
+        """Return the longest one `put_completed` request may take, retries included.
+
+        None: this store does not write completions unconditionally now.
+        """
+        ...
+
+    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+        """Write ``records`` (COMPLETED, distinct keys, at most 25) unconditionally, in one request.
+
+        Each item is exactly the one `PersistenceStore.complete` would write for its record.
+
+        Returns:
+            The records the store left unprocessed (throttled, say): none of them is written.
+
+        Raises:
+            IdempotencyPersistenceLayerError: The request failed; any of the records may or may
+                not be written.
+        """
+        ...
+
+
 def transactional(store: object) -> TransactionalStore:
     """Return ``store`` as a `TransactionalStore`, or raise `IdempotencyTransactionError`."""
     if not isinstance(store, TransactionalStore):

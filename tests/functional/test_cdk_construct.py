@@ -33,7 +33,7 @@ def test_the_construct_grants_what_the_template_grants() -> None:
     """The same item actions as template.yaml's functions, BatchGetItem for batches, S3 Get/Put."""
     values = constants(CONSTRUCT)
     assert tuple(IDEMPOTENCY_ACTIONS) == values["RECORD_ACTIONS"]
-    assert ("dynamodb:BatchGetItem",) == values["BATCH_ACTIONS"]
+    assert ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem") == values["BATCH_ACTIONS"]
     assert ("s3:GetObject", "s3:PutObject") == values["LARGE_RESULT_ACTIONS"]
 
 

@@ -37,13 +37,15 @@ CLIENT_METHOD_ACTIONS = {
     "delete_item": "dynamodb:DeleteItem",
     "transact_write_items": "dynamodb:PutItem",
     "batch_get_item": "dynamodb:BatchGetItem",
+    "batch_write_item": "dynamodb:BatchWriteItem",
 }
 APP = ROOT / "samples" / "app"
 IDEMPOTENCY_TABLE_ARN = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
 #: The lifecycle rule's folder; each function offloads under ``idempotency/<key_prefix>/``.
 LARGE_RESULT_PREFIX = "idempotency/"
-#: Batch handlers also read all of a batch's keys at once.
+#: Batch handlers also read all of a batch's keys at once, and write completions together.
 BATCH_FUNCTIONS = {"ProcessPaymentFunction", "ProjectOrdersFunction", "ReserveStockFunction"}
+BATCH_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]
 #: The outbox's publisher keeps no idempotency record: it reads and marks outbox items
 #: (tests/functional/test_template_outbox.py checks its grants).
 PUBLISHER = "PublishEventsFunction"
@@ -130,8 +132,9 @@ def record_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
     template: dict[str, Any],
 ) -> None:
-    """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem), on
-    items of the function's key prefix (which covers the outbox items it emits)."""
+    """Idempotency table: GetItem, PutItem, DeleteItem (batch handlers also BatchGetItem and
+    BatchWriteItem), on items of the function's key prefix (which covers the outbox items it
+    emits)."""
     functions = record_functions(template)
     assert functions
     prefixes = set()
@@ -140,7 +143,7 @@ def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
         assert 1 == len(on_table), name
         statement = on_table[0]
         assert "Allow" == statement["Effect"]
-        expected = IDEMPOTENCY_ACTIONS + ["dynamodb:BatchGetItem"] * (name in BATCH_FUNCTIONS)
+        expected = IDEMPOTENCY_ACTIONS + [*BATCH_ACTIONS] * (name in BATCH_FUNCTIONS)
         assert sorted(expected) == sorted(as_list(statement["Action"])), name
         assert IDEMPOTENCY_TABLE_ARN == statement["Resource"], name
         prefix = key_prefix_in(function["Handler"])
@@ -175,7 +178,7 @@ def test_the_store_calls_only_the_granted_operations() -> None:
     called.discard("describe_table")
     assert {"get_item", "put_item", "delete_item"} <= called
     assert called <= set(CLIENT_METHOD_ACTIONS), called - set(CLIENT_METHOD_ACTIONS)
-    granted = {*IDEMPOTENCY_ACTIONS, "dynamodb:BatchGetItem"}  # the last: batch functions only
+    granted = {*IDEMPOTENCY_ACTIONS, *BATCH_ACTIONS}  # the last: batch functions only
     assert granted == {CLIENT_METHOD_ACTIONS[method] for method in called}
 
 

@@ -19,6 +19,7 @@ from idempotent_lambda.testing import (
     kafka_event,
     kinesis_event,
 )
+from tests.integration._requests import assert_requests
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -93,7 +94,7 @@ def test_kinesis_interleaved_failures_report_from_the_checkpoint_and_the_retry_r
     assert {"batchItemFailures": []} == again
     assert {"a": [1, 4, 7, 10], "b": [2, 5, 8, 11], "c": [3, 6, 9, 12]} == ledger.by_key()
     # 4 replay from the read (5 of b; 6, 9, 12 of c); the 5 that run cost a claim and a completion.
-    assert {"BatchGetItem": 1, "PutItem": 10} == dict(requests)
+    assert_requests(requests, completions=5, BatchGetItem=1, PutItem=5)
 
 
 def partition(event: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
@@ -120,16 +121,16 @@ def test_kafka_failure_stops_its_partition_and_the_retry_of_that_partition_runs_
         failure["itemIdentifier"] for failure in response["batchItemFailures"]
     ]
     assert {"p0": [0, 3, 6, 9], "p1": [1], "p2": [2, 5, 8, 11]} == ledger.by_key()
-    # No first-delivery hint: one read; 9 records ran (2 writes each), 1 failed (claim, release),
-    # and the 2 after it were claimed ahead, then released unrun.
-    assert {"BatchGetItem": 1, "PutItem": 21, "DeleteItem": 3} == dict(requests)
+    # No first-delivery hint: one read; 9 records ran (a claim and a completion each), 1 failed
+    # (claim, release), and the 2 after it were claimed ahead, then released unrun.
+    assert_requests(requests, completions=9, BatchGetItem=1, PutItem=12, DeleteItem=3)
 
     ledger.fail.clear()
     requests.clear()
     retry = {**event, "records": {"orders-1": tail}}
     assert {"batchItemFailures": []} == handler(retry, FakeLambdaContext(CONTEXT_MS))
     assert [1, 4, 7, 10] == ledger.by_key()["p1"]
-    assert {"BatchGetItem": 1, "PutItem": 6} == dict(requests)
+    assert_requests(requests, completions=3, BatchGetItem=1, PutItem=3)
     again = handler(event, FakeLambdaContext(CONTEXT_MS))  # the whole batch, once more
     assert {"batchItemFailures": []} == again
     assert 12 == len(ledger.applied)

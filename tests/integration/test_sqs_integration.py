@@ -13,6 +13,7 @@ import pytest
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext
+from tests.integration._requests import assert_requests
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -85,18 +86,18 @@ class Executions:
 def test_redelivery_runs_only_the_records_that_failed(
     dynamodb_store: DynamoDBPersistenceLayer, requests: Counter[str]
 ) -> None:
-    """First delivery: 2 requests per record; redelivery: 1 per replay, 2 per rerun."""
+    """First delivery: a claim per record, and the completions written together; redelivery: 1
+    per replay, a claim and a completion per rerun."""
     executions = Executions(fail={3, 7})
     handler = idempotent_sqs_handler(persistence_store=dynamodb_store)(executions)
     event = {"Records": [message(f"m-{n}", {"order_id": n}) for n in range(10)]}
     assert ["m-3", "m-7"] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
-    assert 20 == sum(requests.values())
-    assert {"PutItem": 18, "DeleteItem": 2} == dict(requests)
+    assert_requests(requests, completions=8, PutItem=10, DeleteItem=2)
 
     requests.clear()
     executions.fail.clear()
     assert [] == failed(handler(event, FakeLambdaContext(CONTEXT_MS)))
-    assert {"PutItem": 12} == dict(requests)
+    assert_requests(requests, completions=2, PutItem=10)
     assert {n: (2 if n in (3, 7) else 1) for n in range(10)} == dict(executions.per_order)
 
 

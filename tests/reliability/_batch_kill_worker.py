@@ -2,8 +2,13 @@
 
 Run as ``python -m tests.reliability._batch_kill_worker ENDPOINT TABLE LEDGER POINT``, where
 POINT is ``op:nth:when``: ``claim:3:after`` dies once the 3rd claim is written, ``body:2:in``
-inside record 2's body, ``complete:2:before`` as the 2nd completion starts. ``fail=N`` makes
+inside record 2's body, ``complete:2:before`` as the 2nd completion starts, ``batch:1:before``
+as the first group of completions is sent together (``BatchWriteItem``). ``fail=N`` makes
 record N raise. Each body appends its record number to LEDGER before anything else.
+
+The ``batch`` points run with a client whose requests are bounded to 11 s, retries included, so
+the 60 s leases leave room for completions written together; the others keep botocore's
+defaults (minutes), under which every completion is a conditional ``PutItem``.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyRecord
 from idempotent_lambda.adapters.kafka import KafkaRecord, idempotent_kafka_handler
@@ -87,6 +94,10 @@ class DyingStore(DynamoDBPersistenceLayer):
         """Complete, maybe dying around it."""
         return self._around("complete", lambda: super(DyingStore, self).complete(record))
 
+    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+        """Complete a group together, maybe dying around it."""
+        return self._around("batch", lambda: super(DyingStore, self).put_completed(records))  # type: ignore[no-any-return]
+
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Release, maybe dying around it."""
         return self._around(
@@ -97,17 +108,22 @@ class DyingStore(DynamoDBPersistenceLayer):
 def main(endpoint: str, table: str, ledger: str, point: str, fail: int | None) -> None:
     """Run the batch once; the process dies at ``point``."""
     op, nth, when = point.split(":")
-    client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    config = None
+    if op == "batch":
+        retries: Any = {"total_max_attempts": 2, "mode": "standard"}
+        config = Config(connect_timeout=2, read_timeout=3, retries=retries)
+    client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", config=config)
     store = DyingStore(table, client, op, int(nth), when)
 
     @idempotent_kafka_handler(persistence_store=store, key_prefix="killed", time_safety_margin_ms=0)
-    def handler(record: KafkaRecord, context: Any) -> None:
+    def handler(record: KafkaRecord, context: Any) -> dict[str, int]:
         n = record.json_value["n"]
         ledger_entry(ledger, n)
         if op == "body" and n == int(nth):
             os._exit(KILLED)
         if n == fail:
             raise RuntimeError("refused")
+        return {"n": n}
 
     handler(event(), FakeLambdaContext(LEASE_MS, clock=store.clock))
 

@@ -9,6 +9,7 @@ kill never runs again.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -104,3 +105,74 @@ def test_a_killed_batch_redelivered_reruns_no_completed_record_and_loses_none(
     assert set(range(worker.RECORDS)) - set(first) <= set(again)  # those never started run
     assert again == sorted(again)  # the redelivery keeps the partition's order
     assert all(1 == count for count in Counter(again).values())
+
+
+def _by_key(store: DynamoDBPersistenceLayer) -> dict[str, Any]:
+    view = store.with_record_format(IdempotencyConfig().record_format)
+    items = view._get_client().scan(TableName=view.table_name, ConsistentRead=True)["Items"]
+    return {r.idempotency_key: r for r in (view._schema.from_item(item) for item in items)}
+
+
+@pytest.mark.parametrize("point", ["batch:1:before", "batch:1:after"])
+def test_a_lambda_killed_before_its_completions_written_together_reruns_them_only_after_the_lease(
+    dynamodb_endpoint: str,
+    idempotency_table: str,
+    dynamodb_store: DynamoDBPersistenceLayer,
+    tmp_path: Path,
+    point: str,
+) -> None:
+    """Killed around a group of completions (``BatchWriteItem``), a record whose body ran and
+    whose completion was not written stays IN_PROGRESS under the dead invocation's lease, as
+    one killed before its conditional completion does: a redelivery within the lease runs
+    nothing and reports the partition from there; after the lease, exactly the records not
+    completed run, once each, in order. Nothing is lost."""
+    ledger = tmp_path / "ledger"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability._batch_kill_worker",
+            *[dynamodb_endpoint, idempotency_table, str(ledger), point, "-"],
+        ],
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+        capture_output=True,
+    )
+    assert worker.KILLED == done.returncode, done.stderr.decode()[-2000:]
+    first = _ledger(ledger)
+    at_kill = _by_key(dynamodb_store)
+    assert worker.RECORDS == len(at_kill)  # every record was claimed ahead
+    completed = {json.loads(r.response_data)["n"] for r in at_kill.values() if r.response_data}
+    if point.endswith("before"):
+        assert set() == completed  # killed before the first group went out
+        assert first  # after at least one body ran
+    pending = [r for r in at_kill.values() if r.status is Status.IN_PROGRESS]
+    assert worker.RECORDS - len(completed) == len(pending)
+    lease_end = worker.START_MS + worker.LEASE_MS  # the dead invocation's deadline
+    assert all(lease_end == r.in_progress_expiry_timestamp for r in pending)
+
+    def redeliver(now_ms: int) -> tuple[list[int], list[Any]]:
+        clock = ManualClock(now_ms)
+        store = DynamoDBPersistenceLayer(
+            idempotency_table, boto3_client=dynamodb_store._get_client(), clock=clock
+        )
+        ran: list[int] = []
+
+        @idempotent_kafka_handler(persistence_store=store, key_prefix="killed")
+        def handler(record: KafkaRecord, context: Any) -> None:
+            ran.append(record.json_value["n"])
+
+        answer = handler(worker.event(), FakeLambdaContext(60_000, clock=clock))
+        return ran, answer["batchItemFailures"]
+
+    within, reported = redeliver(lease_end - 1)
+    assert [] == within  # nothing reruns inside the dead invocation's lease
+    first_pending = min(set(range(worker.RECORDS)) - completed, default=worker.RECORDS)
+    assert worker.RECORDS - first_pending == len(reported)  # the partition from there on
+
+    again, reported = redeliver(lease_end + CLOCK_SKEW_TOLERANCE_MS + 1)
+    assert [] == reported
+    assert Counter({Status.COMPLETED: worker.RECORDS}) == _statuses(dynamodb_store)
+    assert sorted(set(range(worker.RECORDS)) - completed) == again  # once each, in order
+    assert set(range(worker.RECORDS)) == set(first) | set(again)  # none is lost

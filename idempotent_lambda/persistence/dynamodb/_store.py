@@ -20,7 +20,12 @@ from idempotent_lambda.exceptions import (
     IdempotencyTransactionError,
     IdempotencyUnstorableResultError,
 )
-from idempotent_lambda.persistence._aws import DYNAMODB_DEFAULTS, LazyClient, translate_errors
+from idempotent_lambda.persistence._aws import (
+    DYNAMODB_DEFAULTS,
+    LazyClient,
+    request_bound_ms,
+    translate_errors,
+)
 from idempotent_lambda.persistence.dynamodb import _transaction
 from idempotent_lambda.persistence.dynamodb._operator import OperatorMethods
 from idempotent_lambda.persistence.dynamodb._outbox import OutboxMethods
@@ -57,6 +62,8 @@ CLAIM_ATTEMPTS = 2
 BATCH_GET_LIMIT = 100
 #: Requests for one chunk (the first and the retries of unprocessed keys), and the first backoff.
 BATCH_GET_ATTEMPTS, BATCH_GET_BACKOFF_S = 4, 0.05
+#: ``BatchWriteItem`` takes at most 25 puts per request.
+BATCH_WRITE_LIMIT = 25
 
 
 class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
@@ -342,6 +349,35 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
                     continue
                 found[record.idempotency_key] = record
         return found
+
+    def unconditional_write_ms(self) -> int | None:
+        """See `BatchCompleteStore.unconditional_write_ms`: read from the client's settings.
+
+        Every attempt botocore may make, each its connect and read timeouts, plus the longest
+        backoffs between them (18 s with the store's default client). None on a subclass that
+        overrides `complete` but not `put_completed`: its completions may write other items.
+        """
+        cls = type(self)
+        base = DynamoDBPersistenceLayer
+        if cls.complete is not base.complete and cls.put_completed is base.put_completed:
+            return None
+        return request_bound_ms(self._client.get())  # the client may be replaced at any time
+
+    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+        """See `BatchCompleteStore.put_completed`: one ``BatchWriteItem``, no condition."""
+        by_key = {record.idempotency_key: record for record in records}
+        if len(by_key) != len(records) or len(records) > BATCH_WRITE_LIMIT:
+            raise IdempotencyConfigError("put_completed takes at most 25 records of distinct keys")
+        puts = [{"PutRequest": {"Item": self._schema.to_item(r, self._encode(r))}} for r in records]
+        with self._request("BatchWriteItem") as client:
+            response = client.batch_write_item(RequestItems={self.table_name: puts})  # type: ignore[dict-item]
+        left: Any = response.get("UnprocessedItems") or {}
+        name = self._schema.idempotency_key_attr
+        return [
+            by_key[put["PutRequest"]["Item"][name]["S"]]
+            for requests in left.values()
+            for put in requests
+        ]
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
         """See `TransactionalStore.complete_with`: one ``TransactWriteItems``.
