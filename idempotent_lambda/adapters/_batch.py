@@ -310,7 +310,7 @@ class _BatchHandler(Generic[RecordT]):
             if completion is None:
                 progress.finish(index, runs[index].failure_of(flow.error))
             else:
-                behind.append((index, flow, self.completions.submit(completion)))
+                behind.append((index, flow, flow.context.run(self.completions.submit, completion)))
 
         try:
             run_lanes(lanes, self.pools.lanes(), run_record)

@@ -37,6 +37,7 @@ What can go wrong, and what it costs:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -84,13 +85,17 @@ class CompletionWriter:
         self._senders = 0
 
     def submit(self, call: StoreCall) -> Future[Any]:
-        """Start writing a completion ``call`` behind; its future holds what ``call`` returns."""
+        """Start writing a completion ``call`` behind; its future holds what ``call`` returns.
+
+        A completion written alone runs in the caller's context (the record's), so its client
+        span nests under the record's span; a group belongs to no one record.
+        """
         store = self._store
         if store is None or call.lease_end_ms is None or call.function != store.complete:
-            return self._pool().submit(_perform, call)
+            return self._pool().submit(contextvars.copy_context().run, _perform, call)
         bound = store.unconditional_write_ms()
         if bound is None or not _may_go_unconditional(call, store, bound):
-            return self._pool().submit(_perform, call)
+            return self._pool().submit(contextvars.copy_context().run, _perform, call)
         future: Future[Any] = Future()
         with self._lock:
             self._queue.append((call, future))

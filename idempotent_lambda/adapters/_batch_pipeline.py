@@ -227,7 +227,7 @@ def run_lane_pipelined(
                 call = (
                     pool.submit(flow.context.copy().run, _call, completion)
                     if write_behind is None
-                    else write_behind(completion)
+                    else flow.context.run(write_behind, completion)
                 )
                 behind.append((index, flow, call))
                 continue
