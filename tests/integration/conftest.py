@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,3 +164,18 @@ def bucket(s3_client: Any) -> Iterator[str]:
         s3_client.delete_object(Bucket=name, Key=item["Key"])
     with contextlib.suppress(Exception):
         s3_client.delete_bucket(Bucket=name)
+
+
+@pytest.fixture
+def requests(dynamodb_client: Any) -> Iterator[Counter[str]]:
+    """Count the DynamoDB requests the client makes, by operation (a botocore event hook)."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def count(model: Any, **_: Any) -> None:
+        with lock:
+            counts[model.name] += 1
+
+    dynamodb_client.meta.events.register("before-call.dynamodb", count)
+    yield counts
+    dynamodb_client.meta.events.unregister("before-call.dynamodb", count)

@@ -3,9 +3,7 @@ what the items written together are (DESIGN §13, "Batched completions")."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,21 +22,6 @@ from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock, SQSMessageFields, sqs_event
 
 START_MS = 1_767_225_600_000
-
-
-@pytest.fixture
-def requests(dynamodb_client: Any) -> Iterator[Counter[str]]:
-    """Count the DynamoDB requests the client makes, by operation (a botocore event hook)."""
-    counts: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    def count(model: Any, **_: Any) -> None:
-        with lock:
-            counts[model.name] += 1
-
-    dynamodb_client.meta.events.register("before-call.dynamodb", count)
-    yield counts
-    dynamodb_client.meta.events.unregister("before-call.dynamodb", count)
 
 
 def _records(store: DynamoDBPersistenceLayer, record_format: str = "powertools") -> list[Any]:

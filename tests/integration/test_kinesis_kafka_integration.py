@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from idempotent_lambda import DynamoDBPersistenceLayer
 from idempotent_lambda.adapters.kafka import KafkaRecord, idempotent_kafka_handler
@@ -22,24 +20,9 @@ from idempotent_lambda.testing import (
 from tests.integration._requests import assert_requests
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 CONTEXT_MS = 600_000  # on the wall clock: a whole batch fits in it however loaded the machine
-
-
-@pytest.fixture
-def requests(dynamodb_client: DynamoDBClient) -> Iterator[Counter[str]]:
-    """Count the DynamoDB requests the client makes, by operation."""
-    counts: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    def count(model: Any, **_: Any) -> None:
-        with lock:
-            counts[model.name] += 1
-
-    dynamodb_client.meta.events.register("before-call.dynamodb", count)
-    yield counts
-    dynamodb_client.meta.events.unregister("before-call.dynamodb", count)
 
 
 class Ledger:

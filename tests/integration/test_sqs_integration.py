@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
@@ -16,7 +14,7 @@ from idempotent_lambda.testing import FakeLambdaContext
 from tests.integration._requests import assert_requests
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 STANDARD_ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
 FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"
@@ -47,21 +45,6 @@ def message(
 def failed(response: Mapping[str, Any]) -> list[str]:
     """Return the reported identifiers, in order."""
     return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
-
-
-@pytest.fixture
-def requests(dynamodb_client: DynamoDBClient) -> Iterator[Counter[str]]:
-    """Count the DynamoDB requests the client makes, by operation."""
-    counts: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    def count(model: Any, **_: Any) -> None:
-        with lock:
-            counts[model.name] += 1
-
-    dynamodb_client.meta.events.register("before-call.dynamodb", count)
-    yield counts
-    dynamodb_client.meta.events.unregister("before-call.dynamodb", count)
 
 
 class Executions:
