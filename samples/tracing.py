@@ -20,21 +20,18 @@ if TYPE_CHECKING:
     from samples.scenario import LocalApp, Transcript
 
 #: The attributes printed after a span's name (the rest are in the exporter's output).
-SHOWN = (
-    "faas.trigger",
-    "idempotency.outcome",
-    "idempotency.key",
-    "idempotency.replay.source",
-    "idempotency.store.calls",
-    "idempotency.store.duration_ms",
-    "rpc.method",
-    "error.type",
+SHOWN = ("faas.trigger", "rpc.method", "error.type")
+#: The library's attributes, each group on a line of its own under its span.
+SHOWN_BELOW = (
+    ("idempotency.outcome", "idempotency.replay.source"),
+    ("idempotency.key",),
+    ("idempotency.store.calls", "idempotency.store.duration_ms"),
 )
 
 
 def step_trace(app: LocalApp, t: Transcript) -> None:
     """Trace ``POST /orders`` and its retry; print both trees and check them."""
-    t.step("5. Tracing: the OpenTelemetry traces of a request, its retry and the event it emitted")
+    t.step("6. Tracing: the OpenTelemetry traces of a request, its retry and the event it emitted")
     try:
         from opentelemetry import trace
         from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
@@ -135,8 +132,9 @@ def _follow_the_event(app: LocalApp, tracer: Any) -> str:
     )
 
 
-def render(spans: Sequence[ReadableSpan], shown: Sequence[str] = SHOWN) -> list[str]:
-    """Return ``spans`` as indented trees, one line per span, children in start order."""
+def render(spans: Sequence[ReadableSpan]) -> list[str]:
+    """Return ``spans`` as indented trees, children in start order: a line per span, then its
+    ``idempotency.*`` attributes and links on lines of their own, so lines fit a terminal."""
     by_parent: dict[Any, list[ReadableSpan]] = {}
     ids = {s.context.span_id for s in spans}
     names = {s.context.span_id: s.name for s in spans}
@@ -147,20 +145,25 @@ def render(spans: Sequence[ReadableSpan], shown: Sequence[str] = SHOWN) -> list[
 
     def walk(span: ReadableSpan, prefix: str, last: bool, top: bool) -> None:
         attributes = dict(span.attributes or {})
-        details = " ".join(
-            f"{name}={_short(attributes[name])}" for name in shown if name in attributes
-        )
+
+        def shown(names: Sequence[str]) -> str:
+            return "  ".join(f"{n}={_short(attributes[n])}" for n in names if n in attributes)
+
         took = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         branch = "" if top else ("└─ " if last else "├─ ")
         status = " ERROR" if span.status.status_code.name == "ERROR" else ""
         kind = f" [{span.kind.name}]" if span.kind.name in ("PRODUCER", "CONSUMER") else ""
-        linked = [names[link.context.span_id] for link in span.links if link.context.span_id in ids]
-        if linked:
-            details += f" (linked to {', '.join(linked)})"
-        line = f"{prefix}{branch}{span.name}{kind} {took:.1f} ms{status}  {details}"
-        lines.append(line.rstrip())
+        lines.append(
+            f"{prefix}{branch}{span.name}{kind} {took:.1f} ms{status}  {shown(SHOWN)}".rstrip()
+        )
         children = by_parent.get(span.context.span_id, [])
         inner = prefix if top else prefix + ("   " if last else "│  ")
+        below = [shown(group) for group in SHOWN_BELOW]
+        linked = [names[link.context.span_id] for link in span.links if link.context.span_id in ids]
+        if linked:
+            below.append(f"(linked to {', '.join(linked)})")
+        for text in filter(None, below):
+            lines.append(f"{inner}{'│' if children else ' '}   {text}".rstrip())
         for n, child in enumerate(children):
             walk(child, inner, n == len(children) - 1, False)
 

@@ -114,7 +114,7 @@ class RecordFlow:
                 time.sleep(effect.seconds)
                 value = None
             else:
-                value = effect.function(*effect.args, **effect.kwargs)
+                value = self.context.run(effect.function, *effect.args, **effect.kwargs)
         except Exception as exc:
             self.answer(error=exc)
             return

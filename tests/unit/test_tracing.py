@@ -284,18 +284,21 @@ class TracedClientStore(InMemoryPersistenceLayer):
             return super().complete(record)
 
 
+@pytest.mark.parametrize("fifo", [True, False], ids=["fifo chain", "standard queue"])
 def test_store_calls_taken_ahead_or_written_behind_are_children_of_their_records_span(
-    traces: Traces,
+    traces: Traces, fifo: bool
 ) -> None:
-    """A FIFO chain claims ahead and completes behind on worker threads: each client span
-    still belongs to its own record's span."""
+    """A FIFO chain claims ahead and completes behind on worker threads, a standard queue's
+    records claim in their lanes and complete behind: each client span still belongs to its
+    own record's span."""
     store = TracedClientStore(traces)
 
     @idempotent_sqs_handler(persistence_store=store, key_prefix="orders")
     def handler(record: SQSRecord, context: Any) -> str:
         return record.message_id
 
-    event = batch(*(message(f"m-{n}", {"n": n}, arn=FIFO_ARN, group="g") for n in range(4)))
+    fifo_options: dict[str, Any] = {"arn": FIFO_ARN, "group": "g"} if fifo else {}
+    event = batch(*(message(f"m-{n}", {"n": n}, **fifo_options) for n in range(4)))
     assert [] == failed(handler(event, FakeLambdaContext()))
 
     records = traces.ours()
