@@ -26,7 +26,12 @@ from idempotent_lambda.cli._output import CliError, Screen, escape_text
 OK, WARN, FAIL = "ok", "warn", "fail"
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
-BATCH_ACTIONS = ("dynamodb:BatchGetItem",)
+#: What a batch handler loses without each batch action (it still works, at more requests).
+BATCH_ACTIONS = {
+    "dynamodb:BatchGetItem": "batch handlers fall back to one claim per record on redelivery",
+    "dynamodb:BatchWriteItem": "batch handlers write each completion with a PutItem of its own "
+    "(about two requests per record instead of one)",
+}
 #: Stream views the outbox publisher works with.
 OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 MREC_WARNING = (
@@ -200,16 +205,16 @@ def permissions(statements: Iterable[Mapping[str, Any]], table_arn: str, role: s
         checks.append(
             Check("permissions", OK, f"{role} may {', '.join(REQUIRED_ACTIONS)} on the table")
         )
-    if not all(allowed(action) for action in BATCH_ACTIONS):
-        checks.append(
-            Check(
-                "permissions (batches)",
-                WARN,
-                f"{role} is not allowed dynamodb:BatchGetItem: batch handlers fall back to one "
-                "claim per record on redelivery",
-                "grant dynamodb:BatchGetItem on the table to batch handlers",
+    for action, cost in BATCH_ACTIONS.items():
+        if not allowed(action):
+            checks.append(
+                Check(
+                    "permissions (batches)",
+                    WARN,
+                    f"{role} is not allowed {action}: {cost}",
+                    f"grant {action} on the table to batch handlers",
+                )
             )
-        )
     if any(statement.get("Effect") == "Deny" for statement in statements):
         checks.append(
             Check(

@@ -218,6 +218,18 @@ def test_a_role_is_checked_against_the_iam_page(
     assert "dynamodb:DeleteItem" in out
 
     grant("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem")
+    code, out = doctor(name, "--role", role)
+    assert 0 == code
+    assert "warn" == statuses(out)["permissions (batches)"]
+    assert "not allowed dynamodb:BatchWriteItem: batch handlers write each completion" in out
+
+    grant(
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:BatchWriteItem",
+    )
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as files:
         files.writestr("app.py", "def handler(event, context):\n    return event\n")
