@@ -3,13 +3,18 @@
 Execution A of an order fails one invocation in a way the SDK answers by invoking A again (a
 transient serdes failure, a retryable checkpoint error, the background checkpoint thread's
 error, an error after the checkpoint token was revoked, an unknown `BaseException`). A second
-execution B of the same order runs between that failure and A's retry, which is held at a gate
-until B has finished: B must get the in-progress answer, and the card is charged once. An
-error that ends the execution releases the claim, so B runs.
+execution B of the same order runs once that invocation has ended and before A's retry, which is
+held at a gate until B has finished: B must get the in-progress answer, and the card is charged
+once. An error that ends the execution releases the claim, so B runs.
+
+The checkpoint failures come from the SDK's own checkpoint thread: the service client the runner
+hands the SDK answers one checkpoint call as the Lambda API does when it fails (a botocore answer
+read by the SDK's own `LambdaClient`). The revocation is the runner's own `pause_execution`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +29,7 @@ from idempotent_lambda import (
 )
 
 pytest.importorskip("aws_durable_execution_sdk_python_testing")
+import boto3
 from aws_durable_execution_sdk_python import (
     DurableContext,
     RetryableSerDesError,
@@ -35,25 +41,34 @@ from aws_durable_execution_sdk_python.exceptions import (
     CheckpointError,
     DurableApiErrorCategory,
     ExecutionError,
+    SuspendExecution,
+)
+from aws_durable_execution_sdk_python.execution import (
+    DurableExecutionInvocationInputWithClient,
+)
+from aws_durable_execution_sdk_python.lambda_service import (
+    CheckpointOutput,
+    DurableServiceClient,
+    LambdaClient,
+    OperationAction,
+    OperationUpdate,
+    StateOutput,
 )
 from aws_durable_execution_sdk_python.serdes import JsonSerDes, SerDesContext
+from aws_durable_execution_sdk_python_testing.execution import Execution
 from aws_durable_execution_sdk_python_testing.runner import (
     DurableFunctionTestRunner,
 )
+from aws_durable_execution_sdk_python_testing.stores.memory import (
+    InMemoryExecutionStore,
+)
+from botocore.stub import Stubber
 
 ORDER = json.dumps({"order_id": "o-1", "amount": 5})
 
 
 class Crash(BaseException):
     """An error the SDK does not know: the invocation ends, and the service invokes again."""
-
-
-def _revoked_then(error: BaseException) -> Callable[[DurableContext], None]:
-    def fail(context: DurableContext) -> None:
-        context.state._checkpoint_token_revoked.set()  # what the service's answer does
-        raise error
-
-    return fail
 
 
 def _raise(error: BaseException) -> Callable[[DurableContext], None]:
@@ -76,19 +91,87 @@ class FlakySerDes(JsonSerDes[Any]):
         return super().serialize(value, serdes_context)
 
 
-class Shop:
-    """``@durable_execution`` over ``@idempotent``: charge in a step, then a second step.
+class FailingCheckpoint:
+    """The Lambda API failing one checkpoint call: the first that carries "receipt"'s ``action``.
 
-    ``failure`` runs once, in the first invocation of execution "A", after the charge was
-    checkpointed. A's later invocations wait at ``gate`` until the test opens it.
+    Every other call reaches the runner's checkpoint service. The failed one goes through the
+    SDK's own `LambdaClient` over a boto3 client whose answer is the service's error (``code``,
+    HTTP ``status``), so the SDK classifies it as it would in AWS; it fails in the SDK's
+    background checkpoint thread, as a real one does.
     """
 
-    def __init__(self, failure: Callable[[DurableContext], None] | None) -> None:
+    def __init__(self, action: OperationAction, code: str, status: int) -> None:
+        self.action = action
+        self.fired = threading.Event()
+        lambda_api = boto3.client(
+            "lambda", region_name="us-west-2", aws_access_key_id="k", aws_secret_access_key="s"
+        )
+        answer = Stubber(lambda_api)
+        answer.add_client_error(
+            "checkpoint_durable_execution", code, "the service failed", http_status_code=status
+        )
+        answer.activate()
+        self.failing_api = LambdaClient(client=lambda_api)
+
+    def around(self, service: DurableServiceClient) -> DurableServiceClient:
+        fault = self
+
+        class Service:
+            def checkpoint(
+                self,
+                durable_execution_arn: str,
+                checkpoint_token: str,
+                updates: list[OperationUpdate],
+                client_token: str | None,
+            ) -> CheckpointOutput:
+                hit = any(u.name == "receipt" and u.action is fault.action for u in updates)
+                if hit and not fault.fired.is_set():
+                    fault.fired.set()
+                    return fault.failing_api.checkpoint(
+                        durable_execution_arn, checkpoint_token, updates, client_token
+                    )
+                return service.checkpoint(
+                    durable_execution_arn, checkpoint_token, updates, client_token
+                )
+
+            def get_execution_state(
+                self,
+                durable_execution_arn: str,
+                checkpoint_token: str,
+                next_marker: str,
+                max_items: int = 1000,
+            ) -> StateOutput:
+                return service.get_execution_state(
+                    durable_execution_arn, checkpoint_token, next_marker, max_items
+                )
+
+        return Service()
+
+
+class Shop:
+    """``@durable_execution`` over ``@idempotent``: charge in a step, then a "receipt" step.
+
+    In the first invocation of execution "A" only: ``before_receipt`` runs before the receipt
+    step, ``after_receipt`` runs after it (also when it raised), and ``failure`` after it
+    returned. A's later invocations wait at ``gate`` until the test opens it. ``first_ended``
+    is set once A's first invocation has returned or raised to the runner, and ``raised`` holds
+    what its body raised. ``checkpoints`` fails one checkpoint call of the service the runner
+    hands the SDK.
+    """
+
+    def __init__(
+        self,
+        failure: Callable[[DurableContext], None] | None = None,
+        *,
+        receipt: StepConfig | None = None,
+        checkpoints: FailingCheckpoint | None = None,
+        before_receipt: Callable[[DurableContext], None] | None = None,
+        after_receipt: Callable[[DurableContext], None] | None = None,
+    ) -> None:
         self.charges = 0
-        self.failure = failure
-        self.failed = threading.Event()
+        self.raised: list[BaseException] = []  # what A's first invocation's body raised
         self.gate = threading.Event()
-        self.serdes = FlakySerDes()
+        self.first_ended = threading.Event()
         store = InMemoryPersistenceLayer()
         invocations: dict[str, int] = {}
 
@@ -101,16 +184,17 @@ class Shop:
                 return self.charges
 
             charged = context.step(charge, name="charge")
-            if self.failure is None:
-                receipt = context.step(
-                    lambda _: "sent", name="receipt", config=StepConfig(serdes=self.serdes)
-                )
-            else:
-                receipt = context.step(lambda _: "sent", name="receipt")
-                if not self.failed.is_set():
-                    self.failed.set()
-                    self.failure(context)
-            return {"order": event["order_id"], "charge": charged, "receipt": receipt}
+            first = not self.first_ended.is_set()
+            if first and before_receipt is not None:
+                before_receipt(context)
+            try:
+                receipt_ = context.step(lambda _: "sent", name="receipt", config=receipt)
+            finally:
+                if first and after_receipt is not None:
+                    after_receipt(context)
+            if first and failure is not None:
+                failure(context)
+            return {"order": event["order_id"], "charge": charged, "receipt": receipt_}
 
         @durable_execution
         def handler(event: dict[str, Any], context: DurableContext) -> Any:
@@ -118,24 +202,38 @@ class Shop:
             invocations[arn] = invocations.get(arn, 0) + 1
             if invocations[arn] > 1 and not self.gate.is_set():
                 assert self.gate.wait(60)  # A's retry waits for B
-            return body(event, context)
+            try:
+                return body(event, context)
+            except BaseException as exc:
+                if not self.first_ended.is_set():
+                    self.raised.append(exc)
+                raise
 
         def runtime(event: Any, context: Any) -> Any:
+            first = not self.first_ended.is_set()
+            if checkpoints is not None and isinstance(
+                event, DurableExecutionInvocationInputWithClient
+            ):
+                service = checkpoints.around(event.service_client)
+                event = dataclasses.replace(event, service_client=service)
             try:
                 return handler(event, context)
             except Crash as exc:  # the Lambda runtime reports it as the invocation's error
                 raise RuntimeError("the runtime stopped the invocation") from exc
+            finally:
+                if first:
+                    self.first_ended.set()
 
         self.handler = runtime
 
 
 @pytest.fixture
-def runner_for() -> Iterator[Callable[[Shop], Any]]:
+def runner_for() -> Iterator[Callable[..., Any]]:
     runners: list[Any] = []
     shops: list[Shop] = []
 
-    def make(shop: Shop) -> Any:
-        runner = DurableFunctionTestRunner(handler=shop.handler)
+    def make(shop: Shop, **options: Any) -> Any:
+        runner = DurableFunctionTestRunner(handler=shop.handler, **options)
         runners.append(runner)
         shops.append(shop)
         return runner
@@ -152,48 +250,148 @@ def status(result: Any) -> str:
 
 
 def run_a_then_b(runner: Any, shop: Shop) -> tuple[Any, Any]:
-    """Run A up to its failing invocation, B to its end, then A to its end."""
+    """Run A's first invocation to its end, B to its end, then A to its end."""
     arn = runner.run_async(input=ORDER, execution_name="A", execution_timeout=120)
-    assert (shop.failed if shop.failure is not None else _serdes_failed(shop)).wait(60)
+    assert shop.first_ended.wait(60)
     second = runner.run(input=ORDER, execution_name="B", execution_timeout=60)
     shop.gate.set()
     first = runner.wait_for_result(arn, timeout=60)
     return first, second
 
 
-def _serdes_failed(shop: Shop) -> threading.Event:
-    done = threading.Event()
-
-    def watch() -> None:
-        while not shop.serdes.failed:
-            if shop.gate.wait(0.01):
-                return
-        done.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    return done
+def _flaky_serdes() -> Shop:
+    return Shop(receipt=StepConfig(serdes=FlakySerDes()))
 
 
-RETRIED = {
-    "retryable serdes error": None,
-    "retryable checkpoint error": _raise(CheckpointError("throttled")),
-    "background checkpoint thread": _raise(
-        BackgroundThreadError("checkpointing failed", CheckpointError("503"))
+def _throttled_checkpoint() -> Shop:
+    # The receipt's SUCCEED is a synchronous checkpoint: the step waits for it, and the checkpoint
+    # thread wakes it with the error. A CheckpointError never reaches the handler's body bare:
+    # the SDK wraps every checkpoint failure in BackgroundThreadError there, and its
+    # `durable_execution` unwraps it and re-raises the retryable CheckpointError to Lambda.
+    return Shop(checkpoints=FailingCheckpoint(OperationAction.SUCCEED, "ThrottlingException", 429))
+
+
+def _broken_checkpoint_thread() -> Shop:
+    # The receipt's START is a fire-and-forget checkpoint (at least once per retry): the step's
+    # function runs while the checkpoint thread fails on it, and the body learns of the failure
+    # from the stored BackgroundThreadError at its next checkpoint (or, when START and SUCCEED
+    # went in one batch, from its wait for SUCCEED).
+    return Shop(checkpoints=FailingCheckpoint(OperationAction.START, "ServiceException", 500))
+
+
+def _failed_checkpoint(status: int) -> Callable[[BaseException], bool]:
+    def check(error: BaseException) -> bool:
+        source = getattr(error, "source_exception", None)
+        return (
+            isinstance(error, BackgroundThreadError)
+            and isinstance(source, CheckpointError)
+            and source.is_retryable()
+            and source.response_metadata is not None
+            and status == source.response_metadata["HTTPStatusCode"]
+        )
+
+    return check
+
+
+#: Each case: the shop, and what A's body must have raised (the SDK's own error, not ours).
+RETRIED: dict[str, tuple[Callable[[], Shop], Callable[[BaseException], bool]]] = {
+    "retryable serdes error": (
+        _flaky_serdes,
+        lambda error: isinstance(error, RetryableSerDesError),
     ),
-    "error after the token was revoked": _revoked_then(ValueError("late")),
-    "unknown BaseException": _raise(Crash()),
+    "retryable checkpoint error": (_throttled_checkpoint, _failed_checkpoint(429)),
+    "background checkpoint thread": (_broken_checkpoint_thread, _failed_checkpoint(500)),
+    "unknown BaseException": (
+        lambda: Shop(_raise(Crash())),
+        lambda error: isinstance(error, Crash),
+    ),
 }
 
 
-@pytest.mark.parametrize("failure", list(RETRIED.values()), ids=list(RETRIED))
+@pytest.mark.parametrize("case", list(RETRIED.values()), ids=list(RETRIED))
 def test_an_error_the_sdk_retries_keeps_the_claim(
-    runner_for: Callable[[Shop], Any], failure: Callable[[DurableContext], None] | None
+    runner_for: Callable[..., Any],
+    case: tuple[Callable[[], Shop], Callable[[BaseException], bool]],
 ) -> None:
     """B, started between A's failed invocation and A's retry, is refused; one charge."""
-    shop = Shop(failure)
+    shop_for, raised_as_expected = case
+    shop = shop_for()
     runner = runner_for(shop)
 
     first, second = run_a_then_b(runner, shop)
+
+    assert 1 == len(shop.raised)
+    assert raised_as_expected(shop.raised[0])
+    assert "FAILED" == status(second)
+    assert "IdempotencyAlreadyInProgressError" in json.dumps(second.error.to_dict())
+    assert "SUCCEEDED" == status(first)
+    assert 1 == shop.charges
+
+
+class PauseSignallingStore(InMemoryExecutionStore):
+    """The runner's execution store, which tells when the runner saved an execution paused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = threading.Event()
+
+    def save(self, execution: Execution) -> None:
+        super().save(execution)
+        if execution.is_paused:
+            self.paused.set()
+
+
+def test_an_error_after_the_runner_revoked_the_token_keeps_the_claim(
+    runner_for: Callable[..., Any],
+) -> None:
+    """The runner pauses A mid-invocation; A's body then fails in a cleanup: B is refused.
+
+    The pause is applied (saved) before A's receipt step checkpoints, so the runner answers that
+    checkpoint without a token and the SDK revokes the invocation's token; the step ends in
+    SuspendExecution and a cleanup that fails while it unwinds raises a ValueError, which the SDK
+    answers with PENDING. A stays paused (no invocation) until the test resumes it after B.
+    """
+    paused_store = PauseSignallingStore()
+    at_receipt, go = threading.Event(), threading.Event()
+    revoked: list[bool] = []
+
+    def hold(_: DurableContext) -> None:
+        at_receipt.set()
+        assert go.wait(60)
+
+    def failing_cleanup(context: DurableContext) -> None:
+        revoked.append(context.state.is_checkpoint_token_revoked)
+        raise ValueError("the audit log was closed")
+
+    shop = Shop(before_receipt=hold, after_receipt=failing_cleanup)
+    shop.gate.set()
+    runner = runner_for(shop, store=paused_store)
+    arn = runner.run_async(input=ORDER, execution_name="A", execution_timeout=120)
+    assert at_receipt.wait(60)
+    pause_errors: list[BaseException] = []
+
+    def pause() -> None:
+        try:
+            runner.pause_execution(arn, timeout=60)  # returns once no invocation of A runs
+        except BaseException as exc:  # reported below
+            pause_errors.append(exc)
+
+    pausing = threading.Thread(target=pause)
+    pausing.start()
+    assert paused_store.paused.wait(60)
+    go.set()
+    pausing.join(60)
+    assert not pausing.is_alive()
+    assert not pause_errors
+    assert shop.first_ended.is_set()
+    assert [True] == revoked  # the SDK's own flag, set by the runner's tokenless answer
+    assert 1 == len(shop.raised)
+    assert isinstance(shop.raised[0], ValueError)
+    assert isinstance(shop.raised[0].__context__, SuspendExecution)
+
+    second = runner.run(input=ORDER, execution_name="B", execution_timeout=60)
+    runner.resume_execution(arn)
+    first = runner.wait_for_result(arn, timeout=60)
 
     assert "FAILED" == status(second)
     assert "IdempotencyAlreadyInProgressError" in json.dumps(second.error.to_dict())
@@ -212,7 +410,7 @@ ENDED = {
 
 @pytest.mark.parametrize("failure", list(ENDED.values()), ids=list(ENDED))
 def test_an_error_that_ends_the_execution_releases_the_claim(
-    runner_for: Callable[[Shop], Any], failure: Callable[[DurableContext], None]
+    runner_for: Callable[..., Any], failure: Callable[[DurableContext], None]
 ) -> None:
     """A fails for good: its claim is released, and B of the same order runs."""
     shop = Shop(failure)
