@@ -148,6 +148,53 @@ class FailingCheckpoint:
         return Service()
 
 
+class HeldCheckpoint:
+    """A slow Lambda API: it holds the first checkpoint call that carries ``name``'s START.
+
+    ``held`` is set once the SDK's checkpoint thread is in that call; the call reaches the
+    runner's checkpoint service when the test sets ``release``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def around(self, service: DurableServiceClient) -> DurableServiceClient:
+        hold = self
+
+        class Service:
+            def checkpoint(
+                self,
+                durable_execution_arn: str,
+                checkpoint_token: str,
+                updates: list[OperationUpdate],
+                client_token: str | None,
+            ) -> CheckpointOutput:
+                hit = any(
+                    u.name == hold.name and u.action is OperationAction.START for u in updates
+                )
+                if hit and not hold.held.is_set():
+                    hold.held.set()
+                    assert hold.release.wait(60)
+                return service.checkpoint(
+                    durable_execution_arn, checkpoint_token, updates, client_token
+                )
+
+            def get_execution_state(
+                self,
+                durable_execution_arn: str,
+                checkpoint_token: str,
+                next_marker: str,
+                max_items: int = 1000,
+            ) -> StateOutput:
+                return service.get_execution_state(
+                    durable_execution_arn, checkpoint_token, next_marker, max_items
+                )
+
+        return Service()
+
+
 class Shop:
     """``@durable_execution`` over ``@idempotent``: charge in a step, then a "receipt" step.
 
@@ -164,12 +211,13 @@ class Shop:
         failure: Callable[[DurableContext], None] | None = None,
         *,
         receipt: StepConfig | None = None,
-        checkpoints: FailingCheckpoint | None = None,
+        checkpoints: FailingCheckpoint | HeldCheckpoint | None = None,
         before_receipt: Callable[[DurableContext], None] | None = None,
         after_receipt: Callable[[DurableContext], None] | None = None,
     ) -> None:
         self.charges = 0
         self.raised: list[BaseException] = []  # what A's first invocation's body raised
+        self.body_raised = threading.Event()
         self.gate = threading.Event()
         self.first_ended = threading.Event()
         store = InMemoryPersistenceLayer()
@@ -207,6 +255,7 @@ class Shop:
             except BaseException as exc:
                 if not self.first_ended.is_set():
                     self.raised.append(exc)
+                    self.body_raised.set()
                 raise
 
         def runtime(event: Any, context: Any) -> Any:
@@ -396,6 +445,52 @@ def test_an_error_after_the_runner_revoked_the_token_keeps_the_claim(
     assert "FAILED" == status(second)
     assert "IdempotencyAlreadyInProgressError" in json.dumps(second.error.to_dict())
     assert "SUCCEEDED" == status(first)
+    assert 1 == shop.charges
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a revocation the SDK discovers only while it joins its checkpoint thread, after the "
+    "body raised, turns FAILED into PENDING; the claim was already released (see the report)",
+)
+def test_a_revocation_found_after_the_body_raised_keeps_the_claim(
+    runner_for: Callable[..., Any],
+) -> None:
+    """A's body raises ExecutionError while a fire-and-forget checkpoint is still in flight.
+
+    The runner pauses A before answering that checkpoint, so its answer carries no token: the
+    SDK revokes the token while it ends the invocation, and turns its FAILED answer into PENDING
+    (execution.py, the check after the ExitStack). A goes on, so its claim must stay.
+    """
+    paused_store = PauseSignallingStore()
+    slow = HeldCheckpoint("audit")
+
+    def fail_in_audit(context: DurableContext) -> None:
+        def audit(_: DurableContext) -> None:
+            assert slow.held.wait(60)  # the child's START is in the service's hands
+            raise ExecutionError("the order was withdrawn")
+
+        context.run_in_child_context(audit, name="audit")
+
+    shop = Shop(fail_in_audit, checkpoints=slow)
+    shop.gate.set()
+    runner = runner_for(shop, store=paused_store)
+    arn = runner.run_async(input=ORDER, execution_name="A", execution_timeout=120)
+    assert shop.body_raised.wait(60)
+    pausing = threading.Thread(target=runner.pause_execution, args=(arn, 60))
+    pausing.start()
+    assert paused_store.paused.wait(60)
+    slow.release.set()
+    pausing.join(60)
+    assert not pausing.is_alive()
+    assert shop.first_ended.is_set()
+
+    second = runner.run(input=ORDER, execution_name="B", execution_timeout=60)
+    runner.resume_execution(arn)
+    first = runner.wait_for_result(arn, timeout=60)
+
+    assert "SUCCEEDED" == status(first)  # A was not failed: the SDK answered PENDING
+    assert "FAILED" == status(second)
     assert 1 == shop.charges
 
 
