@@ -23,7 +23,7 @@ from idempotent_lambda import (
     idempotent_function,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda._tracing import tracer
+from idempotent_lambda._tracing import traced, tracer
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests._otel import Traces, is_child
@@ -47,6 +47,12 @@ def ours_by_outcome(traces: Traces) -> list[tuple[str, Any]]:
 def test_no_tracer_provider_means_no_tracer_and_no_span() -> None:
     """Without a provider (the API imported or not) the library makes no span at all."""
     assert tracer() is None
+
+    def flow() -> Any:
+        yield None
+
+    call = flow()
+    assert traced(call, "f", "powertools") is call  # the call's flow runs as it is
 
 
 def test_a_claim_and_its_replay_are_spans_under_the_current_one(
