@@ -1,5 +1,5 @@
 """Settings shared by every test layer: hypothesis profiles, no Lambda context registered
-across tests, a port that refuses connections.
+across tests, a port that refuses connections, one OpenTelemetry tracer provider per process.
 
 The default profile is derandomised and has no per-example deadline, so a run is reproducible
 and a loaded machine cannot fail a property by being slow. ``HYPOTHESIS_PROFILE=explore`` asks
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,9 +63,53 @@ def refused_port() -> Iterator[int]:
         yield int(holder.getsockname()[1])
 
 
-@pytest.fixture
-def traces(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Trace the test with the real OpenTelemetry SDK, its spans kept in memory (tests/_otel)."""
-    from tests._otel import install
+@pytest.fixture(scope="session", autouse=True)
+def session_tracer_provider() -> Any:
+    """Set the process's one OpenTelemetry tracer provider before its first test (tests/_otel).
 
-    return install(monkeypatch)
+    OpenTelemetry lets a process set its provider once: setting it first, whichever test runs
+    first, makes every test see the same provider in any order. None when the SDK is not
+    installed, or in a child process run by a ``no_tracer_provider`` test.
+    """
+    try:
+        from tests._otel import NO_PROVIDER, install_once
+    except (ImportError, pytest.skip.Exception):
+        return None
+    if os.environ.get(NO_PROVIDER):
+        return None
+    return install_once()
+
+
+@pytest.fixture
+def traces() -> Iterator[Any]:
+    """Collect the test's spans of the real OpenTelemetry SDK in memory (tests/_otel)."""
+    from tests._otel import collecting
+
+    yield from collecting()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a ``no_tracer_provider`` test in a child pytest process with no provider set, when
+    this process has one (a provider, once set, cannot be unset)."""
+    if pyfuncitem.get_closest_marker("no_tracer_provider") is None:
+        return None
+    from idempotent_lambda._tracing import tracer
+
+    if tracer() is None:  # no provider here: the test runs as it is
+        return None
+    from tests._otel import NO_PROVIDER
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", pyfuncitem.nodeid],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        cwd=pyfuncitem.config.rootpath,
+        env={**os.environ, NO_PROVIDER: "1"},
+    )
+    assert 0 == done.returncode, done.stdout + done.stderr
+    summary = done.stdout.strip().splitlines()[-1]
+    assert summary.startswith("1 passed in "), done.stdout  # it ran: not skipped, not deselected
+    return True

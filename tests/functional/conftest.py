@@ -99,20 +99,3 @@ def app(sample_app: LocalApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local
             messages = forked.outbox.queue.receive()
             forked.outbox.queue.settle(messages, {"batchItemFailures": []})
         yield forked
-
-
-@pytest.fixture(autouse=True)
-def no_global_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let the demo's tracing step set the process's tracer provider for this test only.
-
-    OpenTelemetry lets a process set it once; the step sets it, as the demo process does, and
-    the API's globals go back to no provider afterwards, so later tests are not traced.
-    """
-    try:
-        from opentelemetry import trace
-        from opentelemetry.util._once import Once
-    except ImportError:  # without OpenTelemetry the step is skipped: nothing to reset
-        return
-
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())

@@ -134,6 +134,7 @@ def test_one_trace_shows_the_request_the_publication_and_the_consumers_work(
     assert not [v for v in traces.every_value() if SECRET in str(v)]
 
 
+@pytest.mark.no_tracer_provider
 def test_without_a_tracer_the_event_goes_out_with_no_trace_context(
     wiring: Any, dynamodb_client: Any, idempotency_table: str
 ) -> None:

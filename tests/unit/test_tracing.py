@@ -23,7 +23,7 @@ from idempotent_lambda import (
     idempotent_function,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda._tracing import tracer
+from idempotent_lambda._tracing import traced, tracer
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests._otel import Traces, is_child
@@ -43,9 +43,16 @@ def ours_by_outcome(traces: Traces) -> list[tuple[str, Any]]:
     return [(s.attributes["idempotency.outcome"], s.status.status_code) for s in traces.ours()]
 
 
+@pytest.mark.no_tracer_provider
 def test_no_tracer_provider_means_no_tracer_and_no_span() -> None:
     """Without a provider (the API imported or not) the library makes no span at all."""
     assert tracer() is None
+
+    def flow() -> Any:
+        yield None
+
+    call = flow()
+    assert traced(call, "f", "powertools") is call  # the call's flow runs as it is
 
 
 def test_a_claim_and_its_replay_are_spans_under_the_current_one(
@@ -362,20 +369,14 @@ def test_a_request_the_http_adapter_does_not_cover_has_no_span(
 
 
 def test_a_sampled_out_call_records_no_span_and_its_children_follow_the_sampler(
-    monkeypatch: pytest.MonkeyPatch, idempotency_store: InMemoryPersistenceLayer
+    traces: Traces, idempotency_store: InMemoryPersistenceLayer
 ) -> None:
     """Under a sampler that leaves the trace out, nothing is exported, the body's spans share
     the unsampled context, and the call still works."""
     from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    traces.sampler = ParentBased(ALWAYS_OFF)
     seen: list[Any] = []
 
     def body(event: dict[str, Any], context: Any) -> str:
@@ -386,7 +387,7 @@ def test_a_sampled_out_call_records_no_span_and_its_children_follow_the_sampler(
     assert "done" == handler(EVENT, FakeLambdaContext())
     assert "done" == handler(EVENT, FakeLambdaContext())
 
-    assert [] == list(exporter.get_finished_spans())
+    assert [] == traces.spans()
     assert 1 == len(seen)
     assert seen[0].is_valid
     assert not seen[0].trace_flags.sampled
