@@ -13,7 +13,6 @@ import json
 import uuid
 from typing import Any
 
-import boto3
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -25,18 +24,9 @@ from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.testing import FakeLambdaContext
 from samples.local_lambda import StreamReader, redelivered, sqs_event, sqs_message, stream_event
 from tests._otel import Traces, is_child
+from tests.integration._outbox_stack import client
 
 SECRET = "4111-1111-1111-1111"
-
-
-def client(service: str, endpoint: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 @pytest.fixture

@@ -91,6 +91,36 @@ class FlakySerDes(JsonSerDes[Any]):
         return super().serialize(value, serdes_context)
 
 
+class Forwarding:
+    """A Lambda API that passes every call on to the runner's ``service``; the fault-injecting
+    APIs below answer some checkpoint calls themselves."""
+
+    def __init__(self, service: DurableServiceClient) -> None:
+        self.service = service
+
+    def checkpoint(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        updates: list[OperationUpdate],
+        client_token: str | None,
+    ) -> CheckpointOutput:
+        return self.service.checkpoint(
+            durable_execution_arn, checkpoint_token, updates, client_token
+        )
+
+    def get_execution_state(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        next_marker: str,
+        max_items: int = 1000,
+    ) -> StateOutput:
+        return self.service.get_execution_state(
+            durable_execution_arn, checkpoint_token, next_marker, max_items
+        )
+
+
 class FailingCheckpoint:
     """The Lambda API failing one checkpoint call: the first that carries "receipt"'s ``action``.
 
@@ -116,7 +146,7 @@ class FailingCheckpoint:
     def around(self, service: DurableServiceClient) -> DurableServiceClient:
         fault = self
 
-        class Service:
+        class Service(Forwarding):
             def checkpoint(
                 self,
                 durable_execution_arn: str,
@@ -130,22 +160,11 @@ class FailingCheckpoint:
                     return fault.failing_api.checkpoint(
                         durable_execution_arn, checkpoint_token, updates, client_token
                     )
-                return service.checkpoint(
+                return super().checkpoint(
                     durable_execution_arn, checkpoint_token, updates, client_token
                 )
 
-            def get_execution_state(
-                self,
-                durable_execution_arn: str,
-                checkpoint_token: str,
-                next_marker: str,
-                max_items: int = 1000,
-            ) -> StateOutput:
-                return service.get_execution_state(
-                    durable_execution_arn, checkpoint_token, next_marker, max_items
-                )
-
-        return Service()
+        return Service(service)
 
 
 class HeldCheckpoint:
@@ -163,7 +182,7 @@ class HeldCheckpoint:
     def around(self, service: DurableServiceClient) -> DurableServiceClient:
         hold = self
 
-        class Service:
+        class Service(Forwarding):
             def checkpoint(
                 self,
                 durable_execution_arn: str,
@@ -177,22 +196,11 @@ class HeldCheckpoint:
                 if hit and not hold.held.is_set():
                     hold.held.set()
                     assert hold.release.wait(60)
-                return service.checkpoint(
+                return super().checkpoint(
                     durable_execution_arn, checkpoint_token, updates, client_token
                 )
 
-            def get_execution_state(
-                self,
-                durable_execution_arn: str,
-                checkpoint_token: str,
-                next_marker: str,
-                max_items: int = 1000,
-            ) -> StateOutput:
-                return service.get_execution_state(
-                    durable_execution_arn, checkpoint_token, next_marker, max_items
-                )
-
-        return Service()
+        return Service(service)
 
 
 class Shop:
