@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite
+.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
+	simulate soak simulate-mutants
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,20 @@ test: lint typecheck docs-check package-check dynalite template-check cdk-check
 	$(BIN)/coverage erase
 	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
+
+# The simulator (tests/simulation, docs/reliability.md): `make test` runs its budgeted sweep
+# with everything else; `simulate` runs that sweep alone; `soak` runs SOAK_SEEDS seeds past the
+# sweep's (default 1000), or for SOAK_MINUTES minutes; `simulate-mutants` shows that the sweep
+# catches each deliberate fault of tests/simulation/mutants.py, each on a copy of the package.
+simulate: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/simulation
+
+soak: $(STAMP)
+	$(BIN)/python -m tests.simulation --soak $(if $(SOAK_SEEDS),--seeds $(SOAK_SEEDS)) \
+		$(if $(SOAK_MINUTES),--minutes $(SOAK_MINUTES))
+
+simulate-mutants: $(STAMP)
+	$(BIN)/python -m tests.simulation.mutants
 
 # dynalite (npm), a DynamoDB engine independent of moto: the store contract suite runs on it too
 # (tests/integration/_dynalite.py). Installed once per version into .cache/; without npm, or if

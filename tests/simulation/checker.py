@@ -1,0 +1,234 @@
+"""The contract's invariants, tested on a `history.History` (issue 41, "A history and a checker").
+
+Each check returns the violations it finds, as short sentences naming labels of the history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from tests.simulation.history import Entry, History, Write
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant."""
+
+    invariant: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] {self.text}"
+
+
+def check(history: History) -> list[Violation]:
+    """Return every violation of every invariant."""
+    found: list[Violation] = []
+    for invariant in INVARIANTS:
+        found.extend(invariant(history))
+    return found
+
+
+def _applied(history: History) -> list[tuple[Entry, Write]]:
+    return [(e, e.data["write"]) for e in history.of("applied")]
+
+
+def takeover_fenced(history: History) -> list[Violation]:
+    """A writer whose lease was taken over never changes the newer owner's record."""
+    out = []
+    for entry, write in _applied(history):
+        if write.op not in ("complete", "release", "update") or write.before is None:
+            continue
+        owner = history.owner_label(write.key, write.owner)
+        before_owner = _owner(write.before)
+        if before_owner is not None and write.owner is not None and before_owner != write.owner:
+            newer = history.owner_label(write.key, before_owner)
+            out.append(
+                Violation(
+                    "takeover-fenced",
+                    f"{entry.inv}'s {write.op} as {owner} changed {newer}'s record of "
+                    f"{history.key_label(write.key)} at t={_t(history, entry)}",
+                )
+            )
+    return out
+
+
+def reruns_explained(history: History) -> list[Violation]:
+    """A body runs again for a key only after an earlier run's lease ended without a durable
+    completion, after it failed, or after its completed record expired."""
+    out = []
+    runs: dict[str, list[Entry]] = {}
+    completions: dict[str, list[tuple[Entry, Write]]] = {}
+    releases: dict[str, list[Entry]] = {}
+    events = [e for e in history.entries if e.kind in ("run", "applied")]
+    for entry in events:
+        if entry.kind == "applied":
+            write: Write = entry.data["write"]
+            if write.op == "complete" and write.after is not None:
+                completions.setdefault(write.owner or "", []).append((entry, write))
+            if write.op == "release" and write.after is None:
+                releases.setdefault(write.owner or "", []).append(entry)
+            continue
+        key = entry.data.get("key")
+        if key is None:
+            continue
+        for earlier in runs.get(key, []):
+            reason = _explained(earlier, entry, completions, releases)
+            if reason is not None:
+                out.append(
+                    Violation(
+                        "reruns-explained",
+                        f"{entry.inv} ran {history.key_label(key)} at t={_t(history, entry)} "
+                        f"while {earlier.inv}'s run {reason}",
+                    )
+                )
+        runs.setdefault(key, []).append(entry)
+    return out
+
+
+def _explained(
+    earlier: Entry,
+    later: Entry,
+    completions: dict[str, list[tuple[Entry, Write]]],
+    releases: dict[str, list[Entry]],
+) -> str | None:
+    """Return why ``later`` may not have run, or None when the history explains it."""
+    owner = earlier.data.get("owner") or ""
+    if releases.get(owner):
+        return None
+    done = completions.get(owner, [])
+    if done:
+        expiry_s = _number(done[-1][1].after, "expiration")
+        if expiry_s is not None and later.t_ms >= expiry_s * 1000 - CLOCK_SKEW_TOLERANCE_MS:
+            return None
+        return "was completed and its record had not expired"
+    if later.t_ms >= earlier.data["deadline_ms"]:
+        return None
+    return "was still within its lease"
+
+
+def answers_match(history: History) -> list[Violation]:
+    """Every answer is the answer of a completed run of the same key, not a superseded one."""
+    out = []
+    durable: dict[str, str] = {}  # key label -> the invocation whose completion is current
+    run_inv: dict[str | None, str] = {}
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("owner"):
+            run_inv[entry.data["owner"]] = entry.inv
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            if write.op == "complete" and write.after is not None:
+                durable[history.readable(history.key_label(write.key))] = run_inv.get(
+                    write.owner, "?"
+                )
+        elif entry.kind == "answer" and "inv" in entry.data and "k" in entry.data:
+            key, by = entry.data["k"], entry.data["inv"]
+            if entry.data.get("key") != key:
+                out.append(Violation("answers-match", f"{entry.inv} answered with {key}'s result"))
+            elif by != entry.inv and durable.get(key) != by:
+                out.append(
+                    Violation(
+                        "answers-match",
+                        f"{entry.inv} replayed {by}'s answer for {key}, whose current "
+                        f"completed run is {durable.get(key)}",
+                    )
+                )
+    return out
+
+
+def batch_done_durable(history: History) -> list[Violation]:
+    """A batch reports a record done only once its completion is settled: durable, or failed
+    and reported (COMPLETE_FAILED), or the record was already complete (a replay)."""
+    out = []
+    settled: set[str] = set()
+    keys: dict[str, str] = {}  # message id -> key label
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("key"):
+            keys[entry.data["hint"]] = history.key_label(entry.data["key"])
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            if write.op == "complete" and write.after is not None:
+                settled.add(history.key_label(write.key))
+        elif entry.kind == "decide" and entry.data["outcome"] in (
+            "COMPLETE_FAILED",
+            "REPLAYED",
+            "LEASE_LOST",
+            "UNSTORABLE",
+        ):
+            settled.add(history.key_label(entry.data["key"]))
+        elif entry.kind == "answer" and "done" in entry.data:
+            for message in entry.data["done"]:
+                if keys.get(message) not in settled:
+                    out.append(
+                        Violation(
+                            "batch-done-durable",
+                            f"{entry.inv} reported {message} done with no completion written",
+                        )
+                    )
+    return out
+
+
+def outbox_published(history: History) -> list[Violation]:
+    """Every event committed with a completed record is published at least once; no event
+    of a body whose commit failed is ever published; the consumer applies each event once."""
+    out = []
+    committed: dict[tuple[str, str], str] = {}  # (event id, emitting invocation) -> key label
+    for _, write in _applied(history):
+        if write.op == "outbox" and write.after is not None:
+            detail = json.loads(write.after["outbox_detail"]["S"])
+            committed[(write.after["outbox_id"]["S"], detail["inv"])] = detail["k"]
+    published = {(e.data["event_id"], e.data["by"]) for e in history.of("publish")}
+    for (event_id, by), key in committed.items():
+        if (event_id, by) not in published:
+            out.append(
+                Violation(
+                    "outbox-published",
+                    f"the event {event_id[:8]} that {by} committed for {key} was never published",
+                )
+            )
+    for event_id, by in sorted(published - set(committed)):
+        out.append(
+            Violation("outbox-published", f"{by}'s event {event_id[:8]} published uncommitted")
+        )
+    applied: dict[str, int] = {}
+    for entry in history.of("apply"):
+        applied[entry.data["event_id"]] = applied.get(entry.data["event_id"], 0) + 1
+    for event_id in {e for e, _ in published}:
+        if applied.get(event_id, 0) != 1:
+            out.append(
+                Violation(
+                    "outbox-consumed-once",
+                    f"the consumer applied {event_id[:8]} {applied.get(event_id, 0)} times",
+                )
+            )
+    return out
+
+
+INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
+    takeover_fenced,
+    reruns_explained,
+    answers_match,
+    batch_done_durable,
+    outbox_published,
+)
+
+
+def _owner(item: dict[str, object] | None) -> str | None:
+    if not item:
+        return None
+    value = item.get("owner")
+    return value.get("S") if isinstance(value, dict) else None
+
+
+def _number(item: dict[str, object] | None, name: str) -> int | None:
+    if not item:
+        return None
+    value = item.get(name)
+    return int(value["N"]) if isinstance(value, dict) and "N" in value else None
+
+
+def _t(history: History, entry: Entry) -> str:
+    return f"{(entry.t_ms - history.start_ms) / 1000:.3f}s"

@@ -1,0 +1,292 @@
+"""A simulated run as data: the world's settings and the steps, all drawn from one seed.
+
+A program is plain frozen data, so a failing one can be printed, shrunk (`shrink`) and run
+again. Faults name an invocation's n-th store request: inside one invocation the simulator
+runs every thread's work at the point it is handed out (`world.inline_pools`), so the n-th
+request is the same one on every run.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+
+#: Where the world's clock starts (2026-01-01T00:00:00Z).
+START_MS = 1_767_225_600_000
+#: Botocore settings a store's client may have (see `world.CLIENT_CONFIGS`).
+CLIENTS = ("library", "legacy", "legacy-fast")
+FORMATS = ("powertools", "native")
+WORKLOADS = ("sqs", "outbox")
+#: The request bound the library read for each client when the simulator was written (the
+#: lease a grouped completion needed, less the tolerance): leases just past it are drawn often.
+#: Fixed here, so that a change of the library's reading does not change the programs.
+EDGES = {"library": 18_000, "legacy": 615_000, "legacy-fast": 25_000}
+#: Faults on one store request (see `world.World.on_send`); a hold twice as likely.
+FAULTS = ("hold", "hold", "throttle", "error", "lost_reply", "crash", "crash_applied")
+#: The requests each kind of invocation makes, which faults name.
+OPERATIONS = {
+    "poll": ("PutItem", "BatchWriteItem", "BatchWriteItem", "BatchGetItem", "DeleteItem"),
+    "call": ("PutItem", "TransactWriteItems", "TransactWriteItems", "GetItem", "DeleteItem"),
+    "publish": ("BatchGetItem", "UpdateItem", "PutEvents"),
+    "consume": ("PutItem", "GetItem"),
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What the network (or Lambda) does to an invocation's ``at``-th store request.
+
+    ``hold``: the request is in flight ``ms`` (clamped to what botocore and Lambda allow), and
+    ``during`` runs meanwhile. ``throttle`` / ``error``: answered 400 throttled / 500, not
+    applied. ``lost_reply``: applied, then the reply is lost (a read timeout). ``crash``: the
+    invocation dies before sending; ``crash_applied``: it dies after the write was applied.
+    """
+
+    at: str  # "<operation>#<n>": the invocation's n-th request of that operation
+    kind: str
+    ms: int = 0
+    past_deadline: bool = False  # hold: ``ms`` counts from the invocation's deadline
+    during: tuple[Step, ...] = ()
+
+    def __str__(self) -> str:
+        extra = ""
+        if self.kind == "hold":
+            extra = f" until deadline+{self.ms}ms" if self.past_deadline else f" {self.ms}ms"
+        inner = f" during [{'; '.join(map(str, self.during))}]" if self.during else ""
+        return f"{self.at}:{self.kind}{extra}{inner}"
+
+
+@dataclass(frozen=True)
+class Poll:
+    """SQS: Lambda's poller takes up to ``batch`` visible messages and invokes environment
+    ``env``. A body takes ``body_ms``; the one at ``crash_body`` (its index) kills the
+    invocation instead of returning."""
+
+    env: int
+    batch: int = 10
+    body_ms: int = 0
+    crash_body: int | None = None
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return _step("poll", self.env, self.faults, self.body_ms, self.crash_body, self.batch)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A direct invocation of the decorated handler for key ``key`` (its body emits one
+    outbox event naming the invocation)."""
+
+    env: int
+    key: str
+    body_ms: int = 0
+    crash_body: bool = False
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        crash = 0 if self.crash_body else None
+        return f"call {self.key} " + _step("", self.env, self.faults, self.body_ms, crash, None)
+
+
+@dataclass(frozen=True)
+class Publish:
+    """The table stream's poller hands the publisher what passed the documented filter."""
+
+    env: int
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return _step("publish", self.env, self.faults, 0, None, None)
+
+
+@dataclass(frozen=True)
+class Consume:
+    """EventBridge delivers each published event not yet delivered to the consumer."""
+
+    env: int
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return _step("consume", self.env, self.faults, 0, None, None)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passes."""
+
+    ms: int
+
+    def __str__(self) -> str:
+        return f"tick {self.ms}ms"
+
+
+Step = Poll | Call | Publish | Consume | Tick
+
+
+def _step(
+    name: str,
+    env: int,
+    faults: tuple[Fault, ...],
+    body_ms: int,
+    crash: int | None,
+    batch: int | None,
+) -> str:
+    parts = [f"{name}@env{env}".strip()]
+    if batch is not None and batch != 10:
+        parts.append(f"batch={batch}")
+    if body_ms:
+        parts.append(f"body={body_ms}ms")
+    if crash is not None:
+        parts.append(f"crash-in-body#{crash}")
+    parts.extend(str(fault) for fault in faults)
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The world's fixed settings."""
+
+    workload: str
+    record_format: str
+    client: str
+    timeout_ms: int
+    skews: tuple[int, ...]
+    keys: int
+    expires_s: int = 3600
+
+    def __str__(self) -> str:
+        return (
+            f"{self.workload} format={self.record_format} client={self.client} "
+            f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
+            f"expires={self.expires_s}s"
+        )
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole run."""
+
+    seed: int
+    setup: Setup
+    steps: tuple[Step, ...] = field(default=())
+
+    def render(self) -> str:
+        """Return the program, one step a line."""
+        return "\n".join([f"seed {self.seed}: {self.setup}", *(f"  {s}" for s in self.steps)])
+
+    def with_steps(self, steps: tuple[Step, ...]) -> Program:
+        """Return this program with other steps."""
+        return replace(self, steps=steps)
+
+
+TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
+
+
+def generate(seed: int, workload: str | None = None) -> Program:
+    """Draw a program from ``seed`` (the workload too, unless given)."""
+    rng = random.Random(seed)
+    workload = workload or rng.choice(WORKLOADS)
+    client = rng.choice(CLIENTS)
+    # The edge: just more lease than the library needs to group a completion.
+    edge = min(900_000, EDGES[client] + TOLERANCE + rng.randint(1, 5_000))
+    timeout_ms = rng.choice((20_000, 60_000, 300_000, 900_000, edge))
+    skews = tuple(rng.choice((0, 0, -TOLERANCE // 2, TOLERANCE // 2)) for _ in range(3))
+    setup = Setup(
+        workload=workload,
+        record_format=rng.choice(FORMATS),
+        client=client,
+        timeout_ms=timeout_ms,
+        skews=skews,
+        keys=rng.randint(1, 3),
+        expires_s=rng.choice((60, 600, 3600)),
+    )
+    draw = _SQS if workload == "sqs" else _OUTBOX
+    steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
+    return Program(seed, setup, steps)
+
+
+def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tuple[Fault, ...]:
+    faults = []
+    for _ in range(rng.choice((0, 0, 1, 1, 2))):
+        kind = rng.choice(FAULTS)
+        at = f"{rng.choice(OPERATIONS[invocation])}#{rng.choice((1, 1, 2))}"
+        if kind != "hold":
+            faults.append(Fault(at, kind))
+            continue
+        past = rng.random() < 0.5
+        if past:
+            ms = rng.randint(1, 3_000)
+        else:
+            ms = rng.choice(
+                (rng.randint(1, 3_000), setup.timeout_ms // 2, rng.randint(1, setup.timeout_ms))
+            )
+        draw = _SQS if setup.workload == "sqs" else _OUTBOX
+        during: tuple[Step, ...] = ()
+        if depth < 1 and rng.random() < 0.6:
+            during = tuple(draw(rng, setup, depth + 1) for _ in range(rng.randint(1, 2)))
+        faults.append(Fault(at, kind, ms, past, during))
+    unique = {fault.at: fault for fault in faults}
+    return tuple(sorted(unique.values(), key=lambda fault: fault.at))
+
+
+def _race(rng: random.Random, setup: Setup, step: Step, again: Step) -> Step:
+    """A template worth weighting: ``step``'s completion is held past its deadline while
+    ``again`` (a redelivery, a duplicate) runs."""
+    at = "BatchWriteItem#1" if isinstance(step, Poll) else "TransactWriteItems#1"
+    hold = Fault(at, "hold", rng.randint(1, 3_000), True, (again,))
+    return replace(step, faults=(hold,))  # type: ignore[arg-type]
+
+
+def _tick(rng: random.Random, setup: Setup) -> Tick:
+    return Tick(
+        rng.choice(
+            (
+                rng.randint(1, 2_000),
+                setup.timeout_ms + TOLERANCE + rng.randint(1, 2_000),
+                setup.expires_s * 1000 + rng.randint(0, 2_000),
+            )
+        )
+    )
+
+
+def _body_ms(rng: random.Random, setup: Setup) -> int:
+    return rng.choice((0, 0, rng.randint(1, 500), rng.randint(1, setup.timeout_ms + 2_000)))
+
+
+def _SQS(rng: random.Random, setup: Setup, depth: int) -> Step:
+    if rng.random() < 0.3:
+        return _tick(rng, setup)
+    crash = rng.randint(0, 2) if rng.random() < 0.15 else None
+    step = Poll(
+        env=rng.randint(0, 2),
+        batch=rng.choice((1, 10)),
+        body_ms=_body_ms(rng, setup),
+        crash_body=crash,
+        faults=_faults(rng, setup, depth, "poll"),
+    )
+    if depth == 0 and rng.random() < 0.2:
+        return _race(rng, setup, step, Poll(env=rng.randint(0, 2)))
+    return step
+
+
+def _OUTBOX(rng: random.Random, setup: Setup, depth: int) -> Step:
+    roll = rng.random()
+    if roll < 0.25:
+        return _tick(rng, setup)
+    if roll < 0.45:
+        return Publish(rng.randint(0, 2), _faults(rng, setup, depth, "publish"))
+    if roll < 0.55:
+        return Consume(rng.randint(0, 2), _faults(rng, setup, depth, "consume"))
+    key = f"k{rng.randint(1, setup.keys)}"
+    step = Call(
+        env=rng.randint(0, 2),
+        key=key,
+        body_ms=_body_ms(rng, setup),
+        crash_body=rng.random() < 0.1,
+        faults=_faults(rng, setup, depth, "call"),
+    )
+    if depth == 0 and rng.random() < 0.15:
+        return _race(rng, setup, step, Call(env=rng.randint(0, 2), key=key))
+    return step
