@@ -207,12 +207,68 @@ def outbox_published(history: History) -> list[Violation]:
     return out
 
 
+def lanes_in_order(history: History) -> list[Violation]:
+    """In an ordered source, a record's body runs only after every earlier record of its lane
+    ran and returned (in this delivery or an earlier one)."""
+    if not history.meta.get("ordered"):
+        return []
+    failed_runs = _failed_runs(history)
+    ok: set[str] = set()
+    out = []
+    for number, entry in enumerate(history.entries):
+        if entry.kind != "run" or entry.data.get("lane") is None:
+            continue
+        name, lane = entry.data["hint"], entry.data["lane"]
+        index = int(name[1:])
+        waiting = [
+            f"r{n}"
+            for n in range(1, index)
+            if history.meta["lanes"].get(f"r{n}") == lane and f"r{n}" not in ok
+        ]
+        if waiting:
+            out.append(
+                Violation(
+                    "lanes-in-order",
+                    f"{entry.inv} ran {name} of lane {lane} at t={_t(history, entry)} before "
+                    f"{', '.join(waiting)} had run",
+                )
+            )
+        if number not in failed_runs:
+            ok.add(name)
+    return out
+
+
+def _failed_runs(history: History) -> set[int]:
+    """Return the positions of the run entries whose body raised or died."""
+    failed = set()
+    last_run: dict[str, int] = {}
+    for number, entry in enumerate(history.entries):
+        if entry.kind == "run":
+            last_run[entry.inv] = number
+        elif entry.inv in last_run and (
+            entry.kind == "fail" or (entry.kind == "crash" and "in the body" in entry.text)
+        ):
+            failed.add(last_run[entry.inv])
+    return failed
+
+
+def all_records_done(history: History) -> list[Violation]:
+    """Once the sources have drained (no faults, every lease passed), every record is done."""
+    out = []
+    for entry in history.of("drained"):
+        for name in entry.data["undone"]:
+            out.append(Violation("records-done", f"{name} was never done, even after draining"))
+    return out
+
+
 INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     takeover_fenced,
     reruns_explained,
     answers_match,
     batch_done_durable,
     outbox_published,
+    lanes_in_order,
+    all_records_done,
 )
 
 

@@ -44,6 +44,7 @@ class History:
         self._owners: dict[str, str] = {}
         self._owner_count: dict[str, int] = {}
         self._names: dict[str, str] = {}
+        self.meta: dict[str, Any] = {}  # what the checker needs to know of the world
 
     def add(self, t_ms: int, who: str, kind: str, text: str, **data: Any) -> Entry:
         """Append an entry and return it."""

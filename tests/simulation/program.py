@@ -18,7 +18,9 @@ START_MS = 1_767_225_600_000
 #: Botocore settings a store's client may have (see `world.CLIENT_CONFIGS`).
 CLIENTS = ("library", "legacy", "legacy-fast")
 FORMATS = ("powertools", "native")
-WORKLOADS = ("sqs", "outbox")
+WORKLOADS = ("batch", "outbox")
+#: The batch sources (`sources.Source`); SQS standard drawn twice as often.
+SOURCES = ("sqs", "sqs", "fifo", "stream", "kinesis", "kafka")
 #: The request bound the library read for each client when the simulator was written (the
 #: lease a grouped completion needed, less the tolerance): leases just past it are drawn often.
 #: Fixed here, so that a change of the library's reading does not change the programs.
@@ -60,18 +62,20 @@ class Fault:
 
 @dataclass(frozen=True)
 class Poll:
-    """SQS: Lambda's poller takes up to ``batch`` visible messages and invokes environment
-    ``env``. A body takes ``body_ms``; the one at ``crash_body`` (its index) kills the
-    invocation instead of returning."""
+    """A batch source's poller takes up to ``batch`` records and invokes environment ``env``.
+    A body takes ``body_ms``; the one at ``crash_body`` (its index in the batch) kills the
+    invocation; the one at ``fail_body`` raises."""
 
     env: int
     batch: int = 10
     body_ms: int = 0
     crash_body: int | None = None
     faults: tuple[Fault, ...] = ()
+    fail_body: int | None = None
 
     def __str__(self) -> str:
-        return _step("poll", self.env, self.faults, self.body_ms, self.crash_body, self.batch)
+        text = _step("poll", self.env, self.faults, self.body_ms, self.crash_body, self.batch)
+        return text + (f" fail-in-body#{self.fail_body}" if self.fail_body is not None else "")
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,12 @@ class Call:
     body_ms: int = 0
     crash_body: bool = False
     faults: tuple[Fault, ...] = ()
+    fail_body: bool = False
 
     def __str__(self) -> str:
         crash = 0 if self.crash_body else None
-        return f"call {self.key} " + _step("", self.env, self.faults, self.body_ms, crash, None)
+        text = f"call {self.key} " + _step("", self.env, self.faults, self.body_ms, crash, None)
+        return text + (" fail-in-body" if self.fail_body else "")
 
 
 @dataclass(frozen=True)
@@ -155,10 +161,15 @@ class Setup:
     skews: tuple[int, ...]
     keys: int
     expires_s: int = 3600
+    source: str = "sqs"
+    lanes: int = 1
 
     def __str__(self) -> str:
+        what = self.workload
+        if self.workload == "batch":
+            what = f"batch source={self.source} lanes={self.lanes}"
         return (
-            f"{self.workload} format={self.record_format} client={self.client} "
+            f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
             f"expires={self.expires_s}s"
         )
@@ -199,10 +210,12 @@ def generate(seed: int, workload: str | None = None) -> Program:
         client=client,
         timeout_ms=timeout_ms,
         skews=skews,
-        keys=rng.randint(1, 3),
+        keys=rng.randint(1, 3) if workload == "outbox" else rng.randint(1, 5),
         expires_s=rng.choice((60, 600, 3600)),
+        source=rng.choice(SOURCES),
+        lanes=rng.randint(1, 2),
     )
-    draw = _SQS if workload == "sqs" else _OUTBOX
+    draw = _SQS if workload == "batch" else _OUTBOX
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     return Program(seed, setup, steps)
 
@@ -222,7 +235,7 @@ def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tu
             ms = rng.choice(
                 (rng.randint(1, 3_000), setup.timeout_ms // 2, rng.randint(1, setup.timeout_ms))
             )
-        draw = _SQS if setup.workload == "sqs" else _OUTBOX
+        draw = _SQS if setup.workload == "batch" else _OUTBOX
         during: tuple[Step, ...] = ()
         if depth < 1 and rng.random() < 0.6:
             during = tuple(draw(rng, setup, depth + 1) for _ in range(rng.randint(1, 2)))
@@ -234,7 +247,10 @@ def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tu
 def _race(rng: random.Random, setup: Setup, step: Step, again: Step) -> Step:
     """A template worth weighting: ``step``'s completion is held past its deadline while
     ``again`` (a redelivery, a duplicate) runs."""
-    at = "BatchWriteItem#1" if isinstance(step, Poll) else "TransactWriteItems#1"
+    if isinstance(step, Poll):
+        at = rng.choice(("BatchWriteItem#1", "BatchWriteItem#1", "PutItem#2"))
+    else:
+        at = "TransactWriteItems#1"
     hold = Fault(at, "hold", rng.randint(1, 3_000), True, (again,))
     return replace(step, faults=(hold,))  # type: ignore[arg-type]
 
@@ -259,12 +275,14 @@ def _SQS(rng: random.Random, setup: Setup, depth: int) -> Step:
     if rng.random() < 0.3:
         return _tick(rng, setup)
     crash = rng.randint(0, 2) if rng.random() < 0.15 else None
+    fail = rng.randint(0, 2) if rng.random() < 0.2 else None
     step = Poll(
         env=rng.randint(0, 2),
         batch=rng.choice((1, 10)),
         body_ms=_body_ms(rng, setup),
         crash_body=crash,
         faults=_faults(rng, setup, depth, "poll"),
+        fail_body=fail,
     )
     if depth == 0 and rng.random() < 0.2:
         return _race(rng, setup, step, Poll(env=rng.randint(0, 2)))
@@ -286,6 +304,7 @@ def _OUTBOX(rng: random.Random, setup: Setup, depth: int) -> Step:
         body_ms=_body_ms(rng, setup),
         crash_body=rng.random() < 0.1,
         faults=_faults(rng, setup, depth, "call"),
+        fail_body=rng.random() < 0.1,
     )
     if depth == 0 and rng.random() < 0.15:
         return _race(rng, setup, step, Call(env=rng.randint(0, 2), key=key))

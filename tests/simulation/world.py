@@ -21,14 +21,13 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
 from idempotent_lambda import IdempotencyConfig, idempotent
-from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import STREAM_FILTER_PATTERN, emit, publish_handler
 from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
-from idempotent_lambda.testing import FakeLambdaContext, ManualClock, SQSMessageFields, sqs_event
+from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from idempotent_lambda.transaction import running_transaction
 from tests.simulation import network
 from tests.simulation.history import History, Write
@@ -43,6 +42,7 @@ from tests.simulation.program import (
     Step,
     Tick,
 )
+from tests.simulation.sources import DECORATORS, Source
 
 SOURCE = "sim.orders"
 ACCOUNT = "123456789012"
@@ -82,16 +82,8 @@ class Invocation:
     requests: int = 0
     dead: bool = False
     counts: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Message:
-    """An SQS message as the queue holds it."""
-
-    message_id: str
-    visible_at_ms: int = 0
-    receives: int = 0
-    deleted: bool = False
+    plan: Step | None = None
+    positions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -116,20 +108,27 @@ class World:
         self.observer = network.client("dynamodb", endpoint, "library", -1)
         self.table = f"sim-{uuid.uuid4().hex[:12]}"
         create_idempotency_table(self.observer, table_name=self.table)
-        self.observer.update_table(
-            TableName=self.table,
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-        )
-        self.stream_arn = self.observer.describe_table(TableName=self.table)["Table"][
-            "LatestStreamArn"
-        ]
+        self.stream_arn = ""
+        if self.setup.workload == "outbox":
+            self.observer.update_table(
+                TableName=self.table,
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+            )
+            self.stream_arn = self.observer.describe_table(TableName=self.table)["Table"][
+                "LatestStreamArn"
+            ]
+        self.items: dict[str, dict[str, Any] | None] = {}  # every write's result, as read
         schema_store = DynamoDBPersistenceLayer(self.table, boto3_client=self.observer)
         self.schema = schema_store.with_record_format(self.setup.record_format)._schema
         self._http = URLLib3Session()
         self.envs: dict[int, Env] = {}
         self.stack: list[Invocation] = []
         self.counter = 0
-        self.queue = [Message(f"m{n + 1}") for n in range(self.setup.keys)]
+        self.source = Source(
+            self.setup.source, self.setup.keys, self.setup.lanes, self.setup.timeout_ms
+        )
+        self.history.meta["ordered"] = program.setup.workload == "batch" and self.source.ordered
+        self.history.meta["lanes"] = {r.name: r.lane for r in self.source.records}
         self.stream: list[dict[str, Any]] = []  # records in order, with "seen_ms"
         self.stream_iterators: dict[str, str | None] = {}
         self.checkpoint = 0
@@ -175,7 +174,7 @@ class World:
         """Let the sources deliver what they still hold, fault-free, until nothing is left."""
         for _ in range(6):
             self.advance(self.setup.timeout_ms + 2_000)
-            if self.setup.workload == "sqs":
+            if self.setup.workload == "batch":
                 self.poll(Poll(env=0))
             else:
                 self.read_stream()
@@ -185,6 +184,9 @@ class World:
                     if self.checkpoint == before:
                         break
                 self.consume(0, ())
+        if self.setup.workload == "batch":
+            undone = [r.name for r in self.source.records if not r.done]
+            self.history.add(self.clock.now_ms(), "-", "drained", f"undone={undone}", undone=undone)
 
     def env(self, number: int) -> Env:
         if number not in self.envs:
@@ -258,13 +260,15 @@ class World:
 
     # --- a body run ---
 
-    def body_ran(self, inv: Invocation, hint: str, crash: bool, body_ms: int) -> None:
+    def body_ran(
+        self, inv: Invocation, hint: str, crash: bool, body_ms: int, lane: str | None = None
+    ) -> None:
         """Record the run of a body (its key, owner and lease, read from the table)."""
         if inv.dead:
             raise Crash("dead invocation")
         transaction = running_transaction()
         key = transaction.record_key if transaction is not None else None
-        item = self.read_item(key) if key else None
+        item = self.items.get(key) if key else None  # the claim's result, as recorded
         owner = item.get(self.schema.owner_attr, {}).get("S") if item else None
         lease = item.get(self.schema.in_progress_expiry_attr, {}).get("N") if item else None
         if key:
@@ -280,6 +284,7 @@ class World:
             lease=int(lease) if lease else None,
             deadline_ms=inv.deadline_ms,
             hint=hint,
+            lane=lane,
         )
         if body_ms:
             self.advance(body_ms)
@@ -293,50 +298,45 @@ class World:
         self.history.add(self.clock.now_ms(), inv.name, "crash", why)
         raise Crash(why)
 
-    # --- SQS ---
+    # --- batch sources ---
 
-    def sqs_handler(self, env: Env) -> Any:
-        if "sqs" not in env.handlers:
+    def batch_handler(self, env: Env) -> Any:
+        if "batch" not in env.handlers:
             world = self
+            decorator = DECORATORS[self.setup.source]
 
-            @idempotent_sqs_handler(persistence_store=env.store, config=self.config())
-            def handler(record: SQSRecord, context: Any) -> dict[str, Any]:
+            @decorator(persistence_store=env.store, config=self.config())
+            def handler(record: Any, context: Any) -> dict[str, Any]:
                 inv = world.stack[-1]
-                index = int(record.json_body["index"])
-                world.body_ran(inv, record.message_id, index == inv_crash(inv), world.body_ms)
-                return {"message": record.message_id, "inv": inv.name}
+                name, lane = Source.name_of(record)
+                plan = inv.plan
+                assert isinstance(plan, Poll)
+                position = inv.positions[name]
+                world.body_ran(inv, name, position == plan.crash_body, plan.body_ms, lane=lane)
+                if position == plan.fail_body:
+                    world.history.add(world.clock.now_ms(), inv.name, "fail", f"{name} raises")
+                    raise RuntimeError("the body failed, as planned")
+                return {"record": name, "inv": inv.name}
 
-            env.handlers["sqs"] = handler
-        return env.handlers["sqs"]
+            env.handlers["batch"] = handler
+        return env.handlers["batch"]
 
     def poll(self, step: Poll) -> None:
-        now = self.clock.now_ms()
-        visible = [m for m in self.queue if not m.deleted and m.visible_at_ms <= now]
-        taken = visible[: step.batch]
+        taken = self.source.take(self.clock.now_ms(), step.batch)
         if not taken:
             return
-        for message in taken:
-            message.receives += 1
-            message.visible_at_ms = now + self.setup.timeout_ms  # the visibility timeout
         inv = self.invoke("inv", step.env, step.faults)
-        inv_crashes[inv.name] = step.crash_body
-        self.body_ms = step.body_ms
-        fields = [
-            SQSMessageFields(
-                body={"index": i},
-                message_id=m.message_id,
-                receive_count=m.receives,
-            )
-            for i, m in enumerate(taken)
-        ]
-        event = sqs_event(records=fields)
-        handler = self.sqs_handler(self.env(step.env))
-        context = self.enter(inv, "sqs " + ",".join(m.message_id for m in taken))
-        answer = self.guarded(inv, handler, event, context)
+        inv.plan = step
+        inv.positions = {r.name: n for n, r in enumerate(taken)}
+        handler = self.batch_handler(self.env(step.env))
+        names = ",".join(r.name for r in taken)
+        context = self.enter(inv, f"{self.setup.source} {names}")
+        answer = self.guarded(inv, handler, self.source.event(taken), context)
         if answer is None:
+            self.source.settle(taken, None, self.clock.now_ms())
             return
-        failed = {item["itemIdentifier"] for item in answer["batchItemFailures"]}
-        done = [m.message_id for m in taken if m.message_id not in failed]
+        failed = self.source.failed_names(answer, taken)
+        done = [r.name for r in taken if r.name not in failed]
         self.history.add(
             self.clock.now_ms(),
             inv.name,
@@ -344,9 +344,7 @@ class World:
             f"done={done} failed={sorted(failed)}",
             done=done,
         )
-        for message in taken:
-            if message.message_id not in failed:
-                message.deleted = True
+        self.source.settle(taken, failed, self.clock.now_ms())
 
     # --- the outbox: a decorated handler, the publisher, a consumer ---
 
@@ -359,6 +357,9 @@ class World:
                 inv = world.stack[-1]
                 world.body_ran(inv, event["k"], event["crash"], event["body_ms"])
                 emit("Simulated", {"k": event["k"], "inv": inv.name}, source=SOURCE)
+                if event["fail"]:
+                    world.history.add(world.clock.now_ms(), inv.name, "fail", "the body raises")
+                    raise RuntimeError("the body failed, as planned")
                 return {"k": event["k"], "inv": inv.name}
 
             env.handlers["call"] = handler
@@ -368,7 +369,12 @@ class World:
         inv = self.invoke("inv", step.env, step.faults)
         handler = self.outbox_handler(self.env(step.env))
         context = self.enter(inv, f"call {step.key}")
-        event = {"k": step.key, "crash": step.crash_body, "body_ms": step.body_ms}
+        event = {
+            "k": step.key,
+            "crash": step.crash_body,
+            "body_ms": step.body_ms,
+            "fail": step.fail_body,
+        }
         answer = self.guarded(inv, handler, event, context)
         if answer is not None:
             self.history.add(
@@ -377,6 +383,8 @@ class World:
 
     def read_stream(self) -> None:
         """Fetch the stream's new records, stamped with the world's time."""
+        if not self.stream_arn:
+            return
         streams = network.client("dynamodbstreams", self.endpoint, "library", -1)
         shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         for shard in shards:
@@ -590,12 +598,14 @@ class World:
 
     def deliver(self, inv: Invocation, request: Any, operation: str, changes: list[Any]) -> Any:
         """Send the request to moto; record what it changed."""
-        before = {c.key: self.read_item(c.key) for c in changes}
+        # Only the simulated clients write, so the last write's result is the item's state.
+        before = {c.key: self.items.get(c.key) for c in changes}
         if operation == "PutEvents":
             entries = json.loads(request.body)["Entries"]
         response = self._http.send(request)
         status = response.status_code
         after = {c.key: self.read_item(c.key) for c in changes}
+        self.items.update(after)
         if operation == "PutEvents" and status == 200:
             answered = json.loads(response.content).get("Entries", [])
             for entry, result in zip(entries, answered, strict=False):
@@ -645,13 +655,6 @@ class _Change:
     op: str
     owner: str | None
     owner_label: str
-
-
-inv_crashes: dict[str, int | None] = {}
-
-
-def inv_crash(inv: Invocation) -> int | None:
-    return inv_crashes.get(inv.name)
 
 
 def _passes_filter(record: dict[str, Any]) -> bool:
