@@ -11,6 +11,8 @@ The exit status is 1 when any seed broke the contract.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import sys
 import time
@@ -27,7 +29,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=0, help="soak: how many seeds")
     parser.add_argument("--minutes", type=float, default=0, help="soak: for how long")
     parser.add_argument("--first", type=int, default=SWEEP_SEEDS.stop, help="soak: first seed")
+    parser.add_argument(
+        "--json", action="store_true", help="print only {seed: [invariants]} of the failures"
+    )
+    parser.add_argument(
+        "--stop-beyond",
+        metavar="JSON",
+        help="stop at the first failure not in this {seed: [invariants]} (a mutant is caught)",
+    )
     args = parser.parse_args(argv)
+    expected = os.environ.get("SIMULATION_EXPECT_PACKAGE")  # a mutant's copy (mutants.py)
+    if expected:
+        import idempotent_lambda
+
+        assert idempotent_lambda.__file__.startswith(expected), idempotent_lambda.__file__
     for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         os.environ.setdefault(name, value)
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -43,15 +58,28 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
     started = time.monotonic()
     ran = failed = 0
+    failures: dict[int, list[str]] = {}
+    if args.json:
+        logging.disable(logging.CRITICAL)
     with local_dynamodb() as endpoint:
         for seed in seeds:
             if deadline is not None and time.monotonic() > deadline:
                 break
             result: Result = run_seed(seed, endpoint)
             ran += 1
-            if result.failed:
-                failed += 1
+            if not result.failed:
+                continue
+            failed += 1
+            failures[seed] = sorted({v.invariant for v in result.violations})
+            if args.stop_beyond is not None:
+                known = json.loads(args.stop_beyond).get(str(seed), [])
+                if set(failures[seed]) - set(known):
+                    break
+            if not args.json:
                 print(report(shrink(result, endpoint), rerun_command(seed)), flush=True)
+    if args.json:
+        print(json.dumps({"failures": failures}))
+        return 0
     minutes = (time.monotonic() - started) / 60
     print(
         f"simulation: {ran} histories, {failed} broke the contract, "

@@ -154,11 +154,10 @@ def batch_done_durable(history: History) -> list[Violation]:
                 settled.add(history.key_label(write.key))
         elif entry.kind == "decide" and entry.data["outcome"] in (
             "COMPLETE_FAILED",
-            "REPLAYED",
             "LEASE_LOST",
             "UNSTORABLE",
         ):
-            settled.add(history.key_label(entry.data["key"]))
+            settled.add(history.key_label(entry.data["key"]))  # failed, and said so
         elif entry.kind == "answer" and "done" in entry.data:
             for message in entry.data["done"]:
                 if keys.get(message) not in settled:

@@ -19,6 +19,9 @@ START_MS = 1_767_225_600_000
 CLIENTS = ("library", "legacy", "legacy-fast")
 FORMATS = ("powertools", "native")
 WORKLOADS = ("batch", "outbox")
+#: The entry points of the outbox workload: `idempotent` on a function, on an `async def`,
+#: and `idempotent_http` (the key in the ``Idempotency-Key`` header).
+ENTRIES = ("sync", "async", "http")
 #: The batch sources (`sources.Source`); SQS standard drawn twice as often.
 SOURCES = ("sqs", "sqs", "fifo", "stream", "kinesis", "kafka")
 #: The request bound the library read for each client when the simulator was written (the
@@ -163,11 +166,14 @@ class Setup:
     expires_s: int = 3600
     source: str = "sqs"
     lanes: int = 1
+    entry: str = "sync"  # the call workload's entry point: sync, async or http
 
     def __str__(self) -> str:
         what = self.workload
         if self.workload == "batch":
             what = f"batch source={self.source} lanes={self.lanes}"
+        elif self.entry != "sync":
+            what = f"{self.workload} entry={self.entry}"
         return (
             f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
@@ -217,6 +223,8 @@ def generate(seed: int, workload: str | None = None) -> Program:
     )
     draw = _SQS if workload == "batch" else _OUTBOX
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
+    # Drawn apart, so that adding it changed no other seed's program.
+    setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
     return Program(seed, setup, steps)
 
 
@@ -251,6 +259,9 @@ def _race(rng: random.Random, setup: Setup, step: Step, again: Step) -> Step:
         at = rng.choice(("BatchWriteItem#1", "BatchWriteItem#1", "PutItem#2"))
     else:
         at = "TransactWriteItems#1"
+    if rng.random() < 0.5:  # the newer owner dies before completing: its claim is what's hit
+        again_at = rng.choice(("BatchWriteItem#1", "PutItem#2", "TransactWriteItems#1"))
+        again = replace(again, faults=(Fault(again_at, "crash"),))  # type: ignore[arg-type]
     hold = Fault(at, "hold", rng.randint(1, 3_000), True, (again,))
     return replace(step, faults=(hold,))  # type: ignore[arg-type]
 
@@ -286,6 +297,8 @@ def _SQS(rng: random.Random, setup: Setup, depth: int) -> Step:
     )
     if depth == 0 and rng.random() < 0.2:
         return _race(rng, setup, step, Poll(env=rng.randint(0, 2)))
+    if depth == 0 and rng.random() < 0.1:  # dies once its first completion is written
+        return replace(step, faults=(Fault("BatchWriteItem#1", "crash_applied"),))
     return step
 
 

@@ -17,7 +17,7 @@ from tests.simulation.program import Call, Consume, Fault, Poll, Program, Publis
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-SWEEP_SEEDS = range(1, 61)
+SWEEP_SEEDS = range(1, 101)
 
 
 @dataclass
@@ -94,6 +94,10 @@ def _simpler_step(step: Step) -> Iterator[Step]:
             yield replace(step, body_ms=0)
         if isinstance(step, Poll) and step.crash_body is not None:
             yield replace(step, crash_body=None)
+        if isinstance(step, Poll) and step.fail_body is not None:
+            yield replace(step, fail_body=None)
+        if isinstance(step, Call) and step.fail_body:
+            yield replace(step, fail_body=False)
         if isinstance(step, Call) and step.crash_body:
             yield replace(step, crash_body=False)
         if isinstance(step, (Poll, Call, Publish, Consume)) and step.env:

@@ -10,6 +10,7 @@ steps ``during``), so a run depends on its program alone.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -21,13 +22,14 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
 from idempotent_lambda import IdempotencyConfig, idempotent
+from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import STREAM_FILTER_PATTERN, emit, publish_handler
 from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
-from idempotent_lambda.testing import FakeLambdaContext, ManualClock
+from idempotent_lambda.testing import FakeLambdaContext, ManualClock, api_gateway_http_event
 from idempotent_lambda.transaction import running_transaction
 from tests.simulation import network
 from tests.simulation.history import History, Write
@@ -349,33 +351,60 @@ class World:
     # --- the outbox: a decorated handler, the publisher, a consumer ---
 
     def outbox_handler(self, env: Env) -> Any:
-        if "call" not in env.handlers:
-            world = self
+        if "call" in env.handlers:
+            return env.handlers["call"]
+        world = self
+
+        def body(event: dict[str, Any]) -> dict[str, Any]:
+            inv = world.stack[-1]
+            plan = inv.plan
+            assert isinstance(plan, Call)
+            world.body_ran(inv, plan.key, plan.crash_body, plan.body_ms)
+            emit("Simulated", {"k": plan.key, "inv": inv.name}, source=SOURCE)
+            if plan.fail_body:
+                world.history.add(world.clock.now_ms(), inv.name, "fail", "the body raises")
+                raise RuntimeError("the body failed, as planned")
+            return {"k": plan.key, "inv": inv.name}
+
+        entry = self.setup.entry
+        if entry == "http":
+
+            @idempotent_http(
+                persistence_store=env.store, config=self.config(), caller_scope="shared"
+            )
+            def on_http(event: dict[str, Any], context: Any) -> dict[str, Any]:
+                return {"statusCode": 200, "body": json.dumps(body(event))}
+
+            def handler(event: dict[str, Any], context: Any) -> Any:
+                response = on_http(api_gateway_http_event(idempotency_key=event["k"]), context)
+                if response["statusCode"] != 200:
+                    raise RuntimeError(f"HTTP {response['statusCode']}")
+                return json.loads(response["body"])
+
+        elif entry == "async":
+
+            @idempotent(persistence_store=env.store, config=self.config(event_key_jmespath="k"))
+            async def on_async(event: dict[str, Any], context: Any) -> dict[str, Any]:
+                return body(event)
+
+            def handler(event: dict[str, Any], context: Any) -> Any:
+                return asyncio.run(on_async(event, context))
+
+        else:
 
             @idempotent(persistence_store=env.store, config=self.config(event_key_jmespath="k"))
             def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-                inv = world.stack[-1]
-                world.body_ran(inv, event["k"], event["crash"], event["body_ms"])
-                emit("Simulated", {"k": event["k"], "inv": inv.name}, source=SOURCE)
-                if event["fail"]:
-                    world.history.add(world.clock.now_ms(), inv.name, "fail", "the body raises")
-                    raise RuntimeError("the body failed, as planned")
-                return {"k": event["k"], "inv": inv.name}
+                return body(event)
 
-            env.handlers["call"] = handler
-        return env.handlers["call"]
+        env.handlers["call"] = handler
+        return handler
 
     def call(self, step: Call) -> None:
         inv = self.invoke("inv", step.env, step.faults)
+        inv.plan = step
         handler = self.outbox_handler(self.env(step.env))
         context = self.enter(inv, f"call {step.key}")
-        event = {
-            "k": step.key,
-            "crash": step.crash_body,
-            "body_ms": step.body_ms,
-            "fail": step.fail_body,
-        }
-        answer = self.guarded(inv, handler, event, context)
+        answer = self.guarded(inv, handler, {"k": step.key}, context)
         if answer is not None:
             self.history.add(
                 self.clock.now_ms(), inv.name, "answer", json.dumps(answer), key=step.key, **answer
@@ -420,6 +449,14 @@ class World:
             if not _passes_filter(record):
                 if not batch:
                     self.checkpoint += 1  # filtered out: the mapping moves past it
+                    if "outbox_id" in record["dynamodb"].get("NewImage", {}):
+                        self.history.add(
+                            self.clock.now_ms(),
+                            "-",
+                            "filtered",
+                            f"the stream's {record['eventName']} of an outbox item: not an "
+                            "INSERT, the publisher's filter drops it",
+                        )
                 continue
             batch.append((self.checkpoint + offset, record))
             if len(batch) == 10:
@@ -565,6 +602,7 @@ class World:
             owner = owner or values.get(":owner", {}).get("S")
             if is_outbox_key(key):
                 op = "outbox" if kind == "put" else "mark"
+                self.history.name(key, "event " + key.rpartition("#")[2][:8])
             elif kind == "delete":
                 op = "release"
             elif kind == "put":

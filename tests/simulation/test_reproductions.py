@@ -1,0 +1,41 @@
+"""The two defects an outside review found by hand, as the simulator writes them: short
+programs, each a strict xfail until its fix lands (then it passes, the xfail errors, and the
+mark goes). Their shrunk histories are in docs/reliability.md, "The simulator"."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.simulation.program import Call, Fault, Poll, Program, Publish, Setup, Tick
+from tests.simulation.runner import report, run
+from tests.simulation.test_sweep import GROUPED, RERUN_EVENT
+
+#: An SQS batch on a client in botocore's legacy retry mode (10 attempts for DynamoDB, where the
+#: library counts 5): its grouped completion is held past its deadline while the message comes
+#: back after the visibility timeout and another invocation takes the key over.
+GROUPED_TAKEOVER = Program(
+    0,
+    Setup("batch", "powertools", "legacy", 900_000, (0, 0, 0), 1),
+    (Poll(0, faults=(Fault("BatchWriteItem#1", "hold", 1_500, True, (Poll(1),)),)),),
+)
+#: A body emits an event, the publisher publishes it, the record expires, the body runs again.
+RERUN_AFTER_EXPIRY = Program(
+    0,
+    Setup("outbox", "powertools", "library", 60_000, (0, 0, 0), 1, expires_s=60),
+    (Call(0, "k1"), Publish(0), Tick(61_500), Call(1, "k1"), Publish(0)),
+)
+
+
+@pytest.mark.xfail(strict=True, reason=GROUPED)
+def test_a_grouped_completion_never_lands_on_a_newer_owner(dynamodb_endpoint: str) -> None:
+    """The held BatchWriteItem may land after the takeover only if it cannot change the newer
+    owner's record."""
+    result = run(GROUPED_TAKEOVER, dynamodb_endpoint)
+    assert [] == result.violations, report(result, "pytest tests/simulation/test_reproductions.py")
+
+
+@pytest.mark.xfail(strict=True, reason=RERUN_EVENT)
+def test_a_rerun_after_expiry_publishes_its_event(dynamodb_endpoint: str) -> None:
+    """Both runs' events are published: the rerun's is a new event, not a MODIFY of the old."""
+    result = run(RERUN_AFTER_EXPIRY, dynamodb_endpoint)
+    assert [] == result.violations, report(result, "pytest tests/simulation/test_reproductions.py")
