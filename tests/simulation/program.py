@@ -32,8 +32,8 @@ EDGES = {"library": 18_000, "legacy": 615_000, "legacy-fast": 25_000}
 FAULTS = ("hold", "hold", "throttle", "error", "lost_reply", "crash", "crash_applied")
 #: The requests each kind of invocation makes, which faults name.
 OPERATIONS = {
-    "poll": ("PutItem", "BatchWriteItem", "BatchWriteItem", "BatchGetItem", "DeleteItem"),
-    "call": ("PutItem", "TransactWriteItems", "TransactWriteItems", "GetItem", "DeleteItem"),
+    "poll": ("claim", "complete", "BatchWriteItem", "BatchGetItem", "release", "PutItem"),
+    "call": ("claim", "complete", "TransactWriteItems", "GetItem", "release"),
     "publish": ("BatchGetItem", "UpdateItem", "PutEvents"),
     "consume": ("PutItem", "GetItem"),
 }
@@ -255,13 +255,9 @@ def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tu
 def _race(rng: random.Random, setup: Setup, step: Step, again: Step) -> Step:
     """A template worth weighting: ``step``'s completion is held past its deadline while
     ``again`` (a redelivery, a duplicate) runs."""
-    if isinstance(step, Poll):
-        at = rng.choice(("BatchWriteItem#1", "BatchWriteItem#1", "PutItem#2"))
-    else:
-        at = "TransactWriteItems#1"
+    at = rng.choice(("BatchWriteItem#1", "complete#1"))
     if rng.random() < 0.5:  # the newer owner dies before completing: its claim is what's hit
-        again_at = rng.choice(("BatchWriteItem#1", "PutItem#2", "TransactWriteItems#1"))
-        again = replace(again, faults=(Fault(again_at, "crash"),))  # type: ignore[arg-type]
+        again = replace(again, faults=(Fault("complete#1", "crash"),))  # type: ignore[arg-type]
     hold = Fault(at, "hold", rng.randint(1, 3_000), True, (again,))
     return replace(step, faults=(hold,))  # type: ignore[arg-type]
 
@@ -298,7 +294,7 @@ def _SQS(rng: random.Random, setup: Setup, depth: int) -> Step:
     if depth == 0 and rng.random() < 0.2:
         return _race(rng, setup, step, Poll(env=rng.randint(0, 2)))
     if depth == 0 and rng.random() < 0.1:  # dies once its first completion is written
-        return replace(step, faults=(Fault("BatchWriteItem#1", "crash_applied"),))
+        return replace(step, faults=(Fault("complete#1", "crash_applied"),))
     return step
 
 

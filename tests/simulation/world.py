@@ -52,6 +52,10 @@ ACCOUNT = "123456789012"
 STREAM_RETENTION_MS = 24 * 3600 * 1000
 
 
+#: The lifecycle steps a fault may name instead of an operation (``complete#1``).
+LIFECYCLE = ("claim", "complete", "release")
+
+
 class Crash(Exception):  # noqa: N818 - what happened, not an error of the code
     """The invocation died (a crash, or Lambda ending it at its deadline): nothing more of it
     reaches the network, and no body of it runs.
@@ -200,6 +204,12 @@ class World:
         return self.envs[number]
 
     def invoke(self, kind: str, env: int, faults: tuple[Fault, ...]) -> Invocation:
+        """Start an invocation in environment ``env``, or in a fresh one while ``env`` still
+        runs another (an environment runs one invocation at a time)."""
+        now = self.clock.now_ms()
+        busy = {i.env for i in self.stack if not i.dead and i.deadline_ms >= now}
+        while env in busy:
+            env += 3  # a cold environment, with the same skew
         self.counter += 1
         return Invocation(
             f"{kind}{self.counter}",
@@ -537,10 +547,15 @@ class World:
         if inv.dead:
             raise Crash("dead invocation")
         inv.requests += 1
-        inv.counts[operation] = inv.counts.get(operation, 0) + 1
-        fault = inv.faults.get(f"{operation}#{inv.counts[operation]}")
         body = json.loads(request.body) if request.body else {}
         writes = self.describe(operation, body)
+        fault = None
+        # A fault names the n-th request of an operation, or of a lifecycle step (whatever
+        # request carries it: a completion is a PutItem, a BatchWriteItem or a transaction).
+        steps = [operation, *dict.fromkeys(w.op for w in writes if w.op in LIFECYCLE)]
+        for name in steps:
+            inv.counts[name] = inv.counts.get(name, 0) + 1
+            fault = fault or inv.faults.get(f"{name}#{inv.counts[name]}")
         summary = ", ".join(f"{w.op} {self.label(w.key)} as {w.owner_label}" for w in writes)
         self.history.add(
             self.clock.now_ms(),
