@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -312,19 +313,35 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
         if args.json:
             screen.json({k: v for k, v in asdict(check).items() if v is not None})
         else:
-            screen.out(text(check))
+            screen.out(text(check, width=screen.width()))
     return 1 if any(check.status == FAIL for check in checks) else 0
 
 
-def text(check: Check) -> str:
+def text(check: Check, *, width: int | None = None) -> str:
     """Return the lines a person reads for ``check``, every field escaped.
 
     The one place where doctor's text meets the terminal: a detail quotes AWS's answers
     (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
-    may fill with escape sequences or bidi controls.
+    may fill with escape sequences or bidi controls. With ``width`` (a terminal's), the check
+    and its fix wrap under their own text; words such as ARNs are never broken.
     """
     line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
-    return line if check.fix is None else f"{line}\n      fix: {escape_text(check.fix)}"
+    lines = [_wrapped(line, width, "      ")]
+    if check.fix is not None:
+        lines.append(_wrapped(f"      fix: {escape_text(check.fix)}", width, " " * 11))
+    return "\n".join(lines)
+
+
+def _wrapped(line: str, width: int | None, indent: str) -> str:
+    if width is None:
+        return line
+    return textwrap.fill(
+        line,
+        width=max(width - 1, 40),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _other_client(args: argparse.Namespace, dynamodb: Any, service: str) -> Any:

@@ -18,7 +18,7 @@ def list_events(args: argparse.Namespace, screen: Screen) -> int:
         store_from(args).outbox_scan(unpublished_only=not args.all),
         key=lambda event: event.emitted_at_ms,
     )
-    rows = Rows(screen, LIST_HEADERS)
+    rows = Rows(screen, LIST_HEADERS, cut=(1, 2, 3))  # the id stays whole, for `republish`
     for event in events:
         shown = {
             "event_id": event.event_id,

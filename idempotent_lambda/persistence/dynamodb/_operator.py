@@ -44,11 +44,13 @@ class ScanPage:
         records: The records on the page whose key matched.
         scanned: Items the page read (DynamoDB's ``ScannedCount``).
         skipped: Items on the page that are not idempotency records.
+        outbox: How many of the skipped items are outbox events (`idempotent_lambda.outbox`).
     """
 
     records: tuple[IdempotencyRecord, ...]
     scanned: int
     skipped: int
+    outbox: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,8 @@ class OperatorMethods:
 
         def _get_item(self, idempotency_key: str) -> ReadItem | None: ...
 
+        def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
     def scan(
         self, *, prefix: str | None = None, page_size: int | None = None
     ) -> Iterator[ScanPage]:
@@ -90,14 +94,15 @@ class OperatorMethods:
             with self._request("Query" if composite else "Scan") as client:
                 response = (client.query if composite else client.scan)(**arguments)
             items = response.get("Items", [])
-            records = []
+            records, outbox = [], 0
             for item in items:
                 try:
                     records.append(self._from_any_item(item))
                 except IdempotencyCorruptRecordError:
-                    continue
+                    outbox += self.outbox_key(item) is not None
             skipped = len(items) - len(records)
-            yield ScanPage(tuple(records), response.get("ScannedCount", len(items)), skipped)
+            scanned = response.get("ScannedCount", len(items))
+            yield ScanPage(tuple(records), scanned, skipped, outbox)
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
