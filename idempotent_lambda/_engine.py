@@ -110,6 +110,8 @@ class IdempotentFunction:
         on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
         key_source: What reads the key, named when it finds none (default: `key_source_of`).
         execution: The durable execution every call belongs to (a durable step's), if any.
+        span_name: What a call's span is named after (``idempotency <span_name>``); the
+            function's name when None.
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -126,10 +128,12 @@ class IdempotentFunction:
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
         execution: str | None = None,
+        span_name: str | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
         self.config = config
         self.function_name = function_name
+        self.span_name = span_name or function_name
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
         self.reporter = Reporter(function_name, config.decision_hook, config.logger, execution)
         self._to_dict = serializer.to_dict
@@ -180,7 +184,13 @@ class IdempotentFunction:
         flow = self._enter(context, derive, known)
         if derive is None:
             return flow
-        return traced(flow, self.function_name, self.config.record_format, carrier=carrier)
+        return traced(
+            flow,
+            self.function_name,
+            self.config.record_format,
+            name=self.span_name,
+            carrier=carrier,
+        )
 
     def _enter(
         self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None

@@ -96,9 +96,9 @@ def test_one_trace_shows_the_request_the_publication_and_the_consumers_work(
         ship(sqs_event([redelivered(record)]), FakeLambdaContext())
 
     request = traces.named("POST /orders")
-    (emitting,) = [s for s in traces.ours() if s.name.endswith(".create_order")]
+    (emitting,) = [s for s in traces.ours() if s.name == "idempotency orders"]
     publication = traces.named("outbox publish OrderCreated")
-    consumed, replayed = [s for s in traces.ours() if s.name.endswith(".ship")]
+    consumed, replayed = [s for s in traces.ours() if s.name == "idempotency sqs ship"]
     work = traces.named("ship order")
     # one trace, parent to child, from the request to the consumer's work
     assert is_child(emitting, request)
