@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from idempotent_lambda import IdempotencyKeyError
+from idempotent_lambda import IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from idempotent_lambda.testing import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,12 +110,28 @@ def run_reserve_stock(module: ModuleType, tmp_path: Path) -> None:
         assert [expected, expected] == [payloads[name, attempt] for name in DEFINITIONS]
 
     # Both syntaxes send the same payloads, so the function sees the same three deliveries.
+    # The first one meets an overlapping retry (the state timed out while it ran): the retry
+    # fails with the error that the definitions' second retrier retries after a pause.
     reserved: list[str] = []
-    module.reserve = lambda order_id, items: reserved.append(order_id) or f"res-{len(reserved)}"
+    overlapping: list[str] = []
+
+    def reserve(order_id: str, items: list[Any]) -> str:
+        if not reserved:
+            with pytest.raises(IdempotencyAlreadyInProgressError) as raised:
+                module.handler(payloads["jsonpath.asl.json", "retry"], FakeLambdaContext())
+            overlapping.append(raised.type.__name__)  # the errorType Lambda reports
+        reserved.append(order_id)
+        return f"res-{len(reserved)}"
+
+    module.reserve = reserve
     first = module.handler(payloads["jsonata.asl.json", "first"], FakeLambdaContext())
     assert first == module.handler(payloads["jsonpath.asl.json", "retry"], FakeLambdaContext())
     assert first != module.handler(payloads["jsonata.asl.json", "new execution"], None)
     assert [order["order_id"]] * 2 == reserved
+    for name in DEFINITIONS:
+        definition = json.loads((RECIPE / name).read_text(encoding="utf-8"))
+        retried = [r["ErrorEquals"] for r in definition["States"]["ReserveStock"]["Retry"]]
+        assert [overlapping[0]] in retried
 
     with pytest.raises(IdempotencyKeyError):  # a task that passes the state's input alone
         module.handler(order, FakeLambdaContext())
