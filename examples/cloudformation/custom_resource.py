@@ -9,6 +9,10 @@ from idempotent_lambda import (
 )
 
 store = DynamoDBPersistenceLayer("IdempotencyTable")
+config = IdempotencyConfig(
+    event_key_jmespath=event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,  # stack + request + resource
+    raise_on_no_idempotency_key=True,
+)
 
 
 def create_subscription(properties: dict) -> str:
@@ -23,10 +27,7 @@ def delete_subscription(subscription_id: str) -> None:
 @idempotent_function(
     data_keyword_argument="request",
     persistence_store=store,
-    config=IdempotencyConfig(
-        event_key_jmespath=event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,  # stack + request + resource
-        raise_on_no_idempotency_key=True,
-    ),
+    config=config,
 )
 def answer(request: dict) -> dict:
     """Do what the request asks, once per request; return the answer CloudFormation reads."""
@@ -52,6 +53,7 @@ def answer(request: dict) -> dict:
 
 
 def handler(event: dict, context) -> None:
+    config.register_lambda_context(context)  # leases end when this invocation would time out
     response = answer(request=event)  # a repeated request gets the stored answer
     # Every delivery sends the answer: CloudFormation may have missed the last one. A failed
     # PUT fails the invocation after the answer is stored; Lambda retries the event, and the

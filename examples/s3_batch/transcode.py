@@ -9,6 +9,10 @@ from idempotent_lambda import (
 )
 
 store = DynamoDBPersistenceLayer("IdempotencyTable")
+config = IdempotencyConfig(
+    event_key_jmespath=event_keys.S3_BATCH_OPERATIONS,  # job.id + taskId
+    raise_on_no_idempotency_key=True,
+)
 
 
 def transcode(bucket: str, key: str, version_id: str | None) -> str:
@@ -19,10 +23,7 @@ def transcode(bucket: str, key: str, version_id: str | None) -> str:
 @idempotent_function(
     data_keyword_argument="event",
     persistence_store=store,
-    config=IdempotencyConfig(
-        event_key_jmespath=event_keys.S3_BATCH_OPERATIONS,  # job.id + taskId
-        raise_on_no_idempotency_key=True,
-    ),
+    config=config,
 )
 def run_task(event: dict) -> dict:
     """Run the task once; its outcome (success or permanent failure) is stored and replayed."""
@@ -38,6 +39,7 @@ def run_task(event: dict) -> dict:
 
 
 def handler(event: dict, context) -> dict:
+    config.register_lambda_context(context)  # leases end when this invocation would time out
     try:
         result = run_task(event=event)
     except (TimeoutError, ConnectionError, IdempotencyAlreadyInProgressError) as exc:
