@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import pydoc
+import re
 import subprocess
 import sys
 import textwrap
@@ -117,8 +118,9 @@ def test_help_shows_each_option_with_its_default(decorator: Callable[..., object
     assert DEFAULTS == {name: parameter.default for name, parameter in parameters.items()}
     assert {inspect.Parameter.KEYWORD_ONLY} == {p.kind for p in parameters.values()}
     shown = pydoc.render_doc(decorator, renderer=pydoc.plaintext)
-    assert f"max_concurrency: 'int' = {DEFAULT_MAX_CONCURRENCY}" in shown
-    assert "source_scope: 'str' = 'source'" in shown
+    # Annotations print quoted (postponed evaluation) or not, depending on the Python.
+    assert re.search(rf"max_concurrency: '?int'? = {DEFAULT_MAX_CONCURRENCY}\b", shown)
+    assert re.search(r"source_scope: '?str'? = 'source'", shown)
     assert "**options" not in shown
 
 
