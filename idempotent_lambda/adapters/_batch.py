@@ -110,8 +110,8 @@ class BatchOptions(TypedDict, total=False):
     """The options every batch decorator takes, by keyword: one list for all four sources.
 
     ``idempotent_sqs_handler``, ``idempotent_stream_handler``, ``idempotent_kinesis_handler``
-    and ``idempotent_kafka_handler`` are typed ``(**options: Unpack[BatchOptions])``, so IDEs
-    and type checkers show these names and types for each.
+    and ``idempotent_kafka_handler`` each declare these as keyword parameters, with their
+    defaults.
 
     Attributes:
         persistence_store: Where records live (required).

@@ -44,6 +44,8 @@ from idempotent_lambda.testing import (
     kinesis_event,
 )
 from idempotent_lambda.testing import sqs_event as sqs_batch
+from tests.examples._recipes import RECIPES
+from tests.examples._step_functions import run_reserve_stock
 from tests.examples._tracing import run_otlp_exporter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -618,6 +620,8 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "tracing/otlp_exporter.py": run_otlp_exporter,
     "outbox/create_order.py": run_outbox,
     "outbox/ordered_consumer.py": run_ordered_consumer,
+    "step_functions/reserve_stock.py": run_reserve_stock,
+    **RECIPES,
 }
 #: Examples that a runner above loads and runs with the one it is given.
 RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
