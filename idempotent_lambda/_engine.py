@@ -13,6 +13,7 @@ In reading order: `call`/`acall` → `enter` → `flow` (local cache, claim, `_w
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -26,6 +27,7 @@ from idempotent_lambda._durable_context import (
     DurableRun,
     durable_run_of,
     enter_durable,
+    hold_release,
     in_durable,
     keeps_claim,
     leave_durable,
@@ -467,6 +469,8 @@ class IdempotentFunction:
             if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
+            if hold_release(functools.partial(self._settle_held, inv, tally, exc)):
+                raise  # ClaimsPlugin releases it if the invocation ends the execution
             yield from self._release(inv, tally, exc)
             raise
         writes = close_transaction(transaction)
@@ -512,6 +516,17 @@ class IdempotentFunction:
                 f"{type(exc).__name__}"
             ) from exc
         return self.config.format.encode_result(value)
+
+    def _settle_held(self, inv: Invocation, tally: Tally, error: BaseException, ends: bool) -> None:
+        """Release a claim `hold_release` held, once its execution is over (``ends``); else keep it.
+
+        Called by `idempotent_lambda.durable.ClaimsPlugin` when the invocation has ended, on the
+        SDK's handler thread.
+        """
+        if not ends:
+            tally.report(Outcome.SUSPENDED)
+            return
+        run_sync(self._release(inv, tally, error), _no_body)
 
     def _release(
         self,
@@ -805,3 +820,7 @@ def _add_note(error: BaseException, note: str) -> None:
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+def _no_body() -> NoReturn:
+    raise AssertionError("a release runs no body")  # pragma: no cover - never yielded
