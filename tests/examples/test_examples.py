@@ -466,6 +466,29 @@ def run_batch_after_swap(module: ModuleType) -> None:
     assert 2 == len(module.charge.args)  # once per message: the redelivery replayed
 
 
+def run_batch_powertools_keys(module_path: Path) -> None:
+    """The BatchProcessor version processes a batch; after the switch it replays, none runs."""
+
+    def deploy(relative: str) -> ModuleType:  # one module name for both: the prefix stays
+        spec = importlib.util.spec_from_file_location("app", EXAMPLES / relative)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.charge = Calls("ch_1")
+        return module
+
+    event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
+    before = deploy("migrating/batch_after_swap.py")
+    assert {"batchItemFailures": []} == before.lambda_handler(event, FakeLambdaContext())
+    after = deploy(module_path.relative_to(EXAMPLES).as_posix())
+    for record in event["Records"]:  # SQS delivers the batch again
+        record["attributes"]["ApproximateReceiveCount"] = "2"
+    assert {"batchItemFailures": []} == after.lambda_handler(event, FakeLambdaContext())
+    assert 3 == len(before.charge.args)
+    assert [] == after.charge.args
+
+
 def run_batch_adapter(module: ModuleType) -> None:
     event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
     assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
@@ -675,6 +698,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
+    "migrating/batch_powertools_keys.py": run_batch_powertools_keys,
     "tracing/otlp_exporter.py": run_otlp_exporter,
     "outbox/create_order.py": run_outbox,
     "outbox/ordered_consumer.py": run_ordered_consumer,

@@ -196,6 +196,25 @@ def test_records_processed_by_powertools_replay_under_the_adapter(
     assert stored == _items(dynamodb_local_client, app.table)  # no key of its own
 
 
+@pytest.mark.parametrize("source", list(SOURCES), ids=list(SOURCES))
+def test_a_rollback_to_powertools_replays_what_the_adapter_stored(
+    app: App, source: str, lambda_context: Any
+) -> None:
+    """The adapter processes a batch; Powertools, deployed again, runs none of its records."""
+    event_type, module, decorator, make_event, key, check = SOURCES[source]
+    fields = {"event_type": event_type, "module": module, "decorator": decorator}
+    fields |= {"key": key, "check": check}
+    event = make_event(3)
+
+    after = app.load(ADAPTER_APP, **fields)
+    assert {"batchItemFailures": []} == after.lambda_handler(event, lambda_context)
+    rolled_back = app.load(POWERTOOLS_APP, **fields)
+
+    assert {"batchItemFailures": []} == rolled_back.lambda_handler(event, lambda_context)
+    assert 3 == len(after.runs)
+    assert [] == rolled_back.runs
+
+
 def test_a_message_redelivered_after_the_switch_replays(
     app: App, lambda_context: Any, dynamodb_local_client: Any
 ) -> None:
@@ -237,3 +256,76 @@ def test_a_changed_message_is_refused_as_powertools_refuses_it(
     failed = {"batchItemFailures": [{"itemIdentifier": message_id}]}
     assert failed == after.lambda_handler(changed, lambda_context)
     assert [] == after.runs
+
+
+#: Version 1 of another shape: the record handler hands its body to an idempotent function.
+POWERTOOLS_BODY_APP = """
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor, EventType, process_partial_response,
+)
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer, IdempotencyConfig, idempotent_function,
+)
+
+processor = BatchProcessor(event_type=EventType.SQS)
+persistence_layer = DynamoDBPersistenceLayer(table_name="{table}")
+config = IdempotencyConfig(event_key_jmespath="order_id")
+runs = []
+
+
+@idempotent_function(
+    data_keyword_argument="order", persistence_store=persistence_layer, config=config
+)
+def process(order):
+    runs.append(1)
+    return {{"done": len(runs)}}
+
+
+def record_handler(record):
+    return process(order=record.json_body)
+
+
+def lambda_handler(event, context):
+    config.register_lambda_context(context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
+"""
+
+#: Its version 2: an expression over the raw record that finds the same value, and the prefix
+#: of the function Powertools decorated.
+ADAPTER_BODY_APP = """
+from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig
+from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
+
+persistence_layer = DynamoDBPersistenceLayer(table_name="{table}")
+config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+runs = []
+
+
+@idempotent_sqs_handler(
+    persistence_store=persistence_layer,
+    config=config,
+    source_scope="powertools",
+    key_prefix="test-func.orders_app.process",
+)
+def lambda_handler(record, context):
+    runs.append(1)
+    return {{"done": len(runs)}}
+"""
+
+
+def test_a_payload_taken_from_the_record_keeps_its_key_through_an_expression(
+    app: App, lambda_context: Any, dynamodb_local_client: Any
+) -> None:
+    """Powertools hashed ``order_id`` of the body; the adapter finds it in the raw record."""
+    event = _sqs(3)
+
+    before = app.load(POWERTOOLS_BODY_APP)
+    before.lambda_handler(event, lambda_context)
+    after = app.load(ADAPTER_BODY_APP)
+
+    assert {"batchItemFailures": []} == after.lambda_handler(event, lambda_context)
+    assert 3 == len(before.runs)
+    assert [] == after.runs
+    assert 3 == len(_items(dynamodb_local_client, app.table))
