@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda.testing import (
+    FakeLambdaContext,
     dynamodb_stream_event,
     kafka_event,
     kinesis_event,
@@ -154,6 +155,7 @@ def app(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[App]:
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)  # prefixes say test-func
     yield App(tmp_path, make_table())
     sys.modules.pop("orders_app", None)
 
@@ -169,8 +171,7 @@ def test_records_processed_by_powertools_replay_under_the_adapter(
     app: App,
     source: str,
     whole_record: bool,
-    lambda_context: Any,
-    dynamodb_local_client: Any,
+    dynamodb_client: Any,
 ) -> None:
     """Powertools processes a batch; the adapter given the same batch runs no record again."""
     event_type, module, decorator, make_event, key, check = SOURCES[source]
@@ -184,22 +185,20 @@ def test_records_processed_by_powertools_replay_under_the_adapter(
     event = make_event(5)
 
     before = app.load(POWERTOOLS_APP, **fields)
-    assert {"batchItemFailures": []} == before.lambda_handler(event, lambda_context)
-    stored = _items(dynamodb_local_client, app.table)
+    assert {"batchItemFailures": []} == before.lambda_handler(event, FakeLambdaContext())
+    stored = _items(dynamodb_client, app.table)
     after = app.load(ADAPTER_APP, **fields)
-    answer = after.lambda_handler(event, lambda_context)
+    answer = after.lambda_handler(event, FakeLambdaContext())
 
     assert 5 == len(before.runs)
     assert {"batchItemFailures": []} == answer
     assert [] == after.runs  # every record replayed what Powertools stored
     assert 5 == len(stored)
-    assert stored == _items(dynamodb_local_client, app.table)  # no key of its own
+    assert stored == _items(dynamodb_client, app.table)  # no key of its own
 
 
 @pytest.mark.parametrize("source", list(SOURCES), ids=list(SOURCES))
-def test_a_rollback_to_powertools_replays_what_the_adapter_stored(
-    app: App, source: str, lambda_context: Any
-) -> None:
+def test_a_rollback_to_powertools_replays_what_the_adapter_stored(app: App, source: str) -> None:
     """The adapter processes a batch; Powertools, deployed again, runs none of its records."""
     event_type, module, decorator, make_event, key, check = SOURCES[source]
     fields = {"event_type": event_type, "module": module, "decorator": decorator}
@@ -207,17 +206,15 @@ def test_a_rollback_to_powertools_replays_what_the_adapter_stored(
     event = make_event(3)
 
     after = app.load(ADAPTER_APP, **fields)
-    assert {"batchItemFailures": []} == after.lambda_handler(event, lambda_context)
+    assert {"batchItemFailures": []} == after.lambda_handler(event, FakeLambdaContext())
     rolled_back = app.load(POWERTOOLS_APP, **fields)
 
-    assert {"batchItemFailures": []} == rolled_back.lambda_handler(event, lambda_context)
+    assert {"batchItemFailures": []} == rolled_back.lambda_handler(event, FakeLambdaContext())
     assert 3 == len(after.runs)
     assert [] == rolled_back.runs
 
 
-def test_a_message_redelivered_after_the_switch_replays(
-    app: App, lambda_context: Any, dynamodb_local_client: Any
-) -> None:
+def test_a_message_redelivered_after_the_switch_replays(app: App, dynamodb_client: Any) -> None:
     """SQS delivers the batch again (receive count 2) to the adapter: nothing runs twice."""
     _, module, decorator, _, key, check = SOURCES["sqs"]
     fields = {"event_type": "SQS", "module": module, "decorator": decorator}
@@ -231,17 +228,15 @@ def test_a_message_redelivered_after_the_switch_replays(
     }
 
     before = app.load(POWERTOOLS_APP, **fields)
-    before.lambda_handler(first, lambda_context)
+    before.lambda_handler(first, FakeLambdaContext())
     after = app.load(ADAPTER_APP, **fields)
 
-    assert {"batchItemFailures": []} == after.lambda_handler(again, lambda_context)
+    assert {"batchItemFailures": []} == after.lambda_handler(again, FakeLambdaContext())
     assert [] == after.runs
-    assert 3 == len(_items(dynamodb_local_client, app.table))
+    assert 3 == len(_items(dynamodb_client, app.table))
 
 
-def test_a_changed_message_is_refused_as_powertools_refuses_it(
-    app: App, lambda_context: Any
-) -> None:
+def test_a_changed_message_is_refused_as_powertools_refuses_it(app: App) -> None:
     """The validation hash is Powertools' too: a message whose body changed is reported."""
     _, module, decorator, _, key, check = SOURCES["sqs"]
     fields = {"event_type": "SQS", "module": module, "decorator": decorator}
@@ -249,12 +244,12 @@ def test_a_changed_message_is_refused_as_powertools_refuses_it(
     event = _sqs(1)
     changed = {"Records": [{**event["Records"][0], "body": json.dumps({"order_id": "other"})}]}
 
-    app.load(POWERTOOLS_APP, **fields).lambda_handler(event, lambda_context)
+    app.load(POWERTOOLS_APP, **fields).lambda_handler(event, FakeLambdaContext())
     after = app.load(ADAPTER_APP, **fields)
 
     message_id = event["Records"][0]["messageId"]
     failed = {"batchItemFailures": [{"itemIdentifier": message_id}]}
-    assert failed == after.lambda_handler(changed, lambda_context)
+    assert failed == after.lambda_handler(changed, FakeLambdaContext())
     assert [] == after.runs
 
 
@@ -316,16 +311,16 @@ def lambda_handler(record, context):
 
 
 def test_a_payload_taken_from_the_record_keeps_its_key_through_an_expression(
-    app: App, lambda_context: Any, dynamodb_local_client: Any
+    app: App, dynamodb_client: Any
 ) -> None:
     """Powertools hashed ``order_id`` of the body; the adapter finds it in the raw record."""
     event = _sqs(3)
 
     before = app.load(POWERTOOLS_BODY_APP)
-    before.lambda_handler(event, lambda_context)
+    before.lambda_handler(event, FakeLambdaContext())
     after = app.load(ADAPTER_BODY_APP)
 
-    assert {"batchItemFailures": []} == after.lambda_handler(event, lambda_context)
+    assert {"batchItemFailures": []} == after.lambda_handler(event, FakeLambdaContext())
     assert 3 == len(before.runs)
     assert [] == after.runs
-    assert 3 == len(_items(dynamodb_local_client, app.table))
+    assert 3 == len(_items(dynamodb_client, app.table))
