@@ -97,7 +97,7 @@ def keeps_claim(error: BaseException) -> bool:
 def hold_release(settle: Callable[[bool], None]) -> bool:
     """Leave a released claim's fate to the invocation's final status, when a plugin waits for it.
 
-    With `idempotent_lambda.durable.ClaimsPlugin` registered (DESIGN §14), the release of a
+    With `idempotent_lambda.durable.ClaimsPlugin` registered, the release of a
     claim whose body raised an execution-ending error waits for the invocation to end:
     ``settle(True)`` then releases it (the execution is over), ``settle(False)`` keeps it (the
     SDK answered PENDING or RETRY, so the execution goes on). Returns False, holding nothing,
