@@ -7,6 +7,10 @@ execution B of the same order runs once that invocation has ended and before A's
 held at a gate until B has finished: B must get the in-progress answer, and the card is charged
 once. An error that ends the execution releases the claim, so B runs.
 
+Each case runs without a plugin (DESIGN §13) and with `ClaimsPlugin` registered (§14), which
+holds a release until the SDK's final answer: one case (a revocation the SDK finds after the
+body raised) passes only with it.
+
 The checkpoint failures come from the SDK's own checkpoint thread: the service client the runner
 hands the SDK answers one checkpoint call as the Lambda API does when it fails (a botocore answer
 read by the SDK's own `LambdaClient`). The revocation is the runner's own `pause_execution`.
