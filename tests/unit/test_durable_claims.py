@@ -518,17 +518,22 @@ def revocation_found_after_the_body_raised(
 
 
 @pytest.mark.parametrize(
-    "plugins", [[ClaimsPlugin()], [ClaimsPlugin], None], ids=["instance", "class", "entry point"]
+    ("plugins", "named"),
+    [([ClaimsPlugin()], False), ([ClaimsPlugin], False), (None, True), ([ClaimsPlugin()], True)],
+    ids=["instance", "class", "entry point", "instance and entry point"],
 )
 def test_with_the_claims_plugin_a_revocation_found_after_the_body_raised_keeps_the_claim(
-    runner_for: Callable[..., Any], plugins: list[Any] | None, monkeypatch: pytest.MonkeyPatch
+    runner_for: Callable[..., Any],
+    plugins: list[Any] | None,
+    named: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """ClaimsPlugin holds the release until the SDK's final answer, PENDING here: B is refused.
 
-    Registered in ``plugins=[...]``, or through its entry point named in
-    ``DURABLE_EXECUTION_PLUGINS``.
+    Registered in ``plugins=[...]``, through its entry point named in
+    ``DURABLE_EXECUTION_PLUGINS``, or both at once (two plugins serve each invocation).
     """
-    if plugins is None:
+    if named:
         monkeypatch.setenv("DURABLE_EXECUTION_PLUGINS", "idempotent_lambda.claims")
     revocation_found_after_the_body_raised(runner_for, plugins)
 
