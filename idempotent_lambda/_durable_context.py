@@ -94,17 +94,20 @@ def keeps_claim(error: BaseException) -> bool:
     return not ends_execution(error, context)
 
 
-def hold_release(settle: Callable[[bool], None]) -> bool:
+def hold_release(settle: Callable[[bool], None], owner: str | None) -> bool:
     """Leave a released claim's fate to the invocation's final status, when a plugin waits for it.
 
-    With `idempotent_lambda.durable.ClaimsPlugin` registered, the release of a
-    claim whose body raised an execution-ending error waits for the invocation to end:
-    ``settle(True)`` then releases it (the execution is over), ``settle(False)`` keeps it (the
-    SDK answered PENDING or RETRY, so the execution goes on). Returns False, holding nothing,
-    when no plugin serves this invocation or no durable body is running.
+    With `idempotent_lambda.durable.ClaimsPlugin` registered, the release of a claim of the
+    durable execution itself (``owner`` is the execution's, `DurableRun.owner`) whose body
+    raised an execution-ending error waits for the invocation to end: ``settle(True)`` then
+    releases it (the execution is over), ``settle(False)`` keeps it (the SDK answered PENDING
+    or RETRY, so the execution goes on). Returns False, holding nothing, when no plugin serves
+    this invocation, or the claim is one invocation's (a step's, a nested function's): no
+    other execution can need those, and holding one would only stall this execution's retry.
     """
     held = _held.get()
-    if held is None or _running.get() is None:
+    run = durable_run_of(_running.get())
+    if held is None or run is None or run.owner != owner:
         return False
     held.append(settle)
     return True

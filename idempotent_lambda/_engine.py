@@ -469,7 +469,7 @@ class IdempotentFunction:
             if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
-            if hold_release(functools.partial(self._settle_held, inv, tally, exc)):
+            if hold_release(functools.partial(self._settle_held, inv, tally, exc), inv.owner):
                 raise  # ClaimsPlugin releases it if the invocation ends the execution
             yield from self._release(inv, tally, exc)
             raise
@@ -526,7 +526,7 @@ class IdempotentFunction:
         if not ends:
             tally.report(Outcome.SUSPENDED)
             return
-        run_sync(self._release(inv, tally, error), _no_body)
+        run_sync(self._release(inv, tally, error, held=True), _no_body)
 
     def _release(
         self,
@@ -534,10 +534,15 @@ class IdempotentFunction:
         tally: Tally,
         original: BaseException | None,
         reason: str | None = None,
+        *,
+        held: bool = False,
     ) -> Flow:
         """Delete this invocation's claim; a failure is logged and noted on ``original``.
 
-        ``reason`` says why a body that returned is released (logged as the error).
+        ``reason`` says why a body that returned is released (logged as the error). A ``held``
+        release (`_settle_held`) comes after the rest of the invocation: a later call of the
+        same execution may have taken the claim up again and completed it, and that record
+        stays, with nothing reported.
         """
         try:
             released = yield from self._store(
@@ -556,6 +561,12 @@ class IdempotentFunction:
             return
         if not released:
             released = yield from self._answer_was_lost(inv, tally, None)
+        if (
+            not released
+            and held
+            and (yield from self._answer_was_lost(inv, tally, Status.COMPLETED))
+        ):
+            return
         tally.report(Outcome.RELEASED if released else Outcome.LEASE_LOST, error=reason)
 
     def _complete(self, inv: Invocation, tally: Tally, data: str) -> Flow:

@@ -294,8 +294,9 @@ class ClaimsPlugin:
     A plugin factory for ``@durable_execution(plugins=[ClaimsPlugin()])`` (the class itself
     works too), also found through the SDK's ``aws_durable_execution.plugins`` entry point as
     ``idempotent_lambda.claims``, which ``DURABLE_EXECUTION_PLUGINS=idempotent_lambda.claims``
-    selects. Without it, a claim whose body raised an error that ends the execution is released
-    at once. The SDK may still answer such an invocation with PENDING instead of FAILED, when
+    selects. Without it, a claim of the execution (``@idempotent`` given the handler's
+    ``DurableContext``) whose body raised an error that ends the execution is released at once.
+    The SDK may still answer such an invocation with PENDING instead of FAILED, when
     it learns only while it closes the invocation that its checkpoint token was revoked; the
     execution then goes on and the claim should have stayed. With it registered, that release
     waits for the invocation's end: it happens when the final status is FAILED (or SUCCEEDED,

@@ -29,8 +29,8 @@ import pytest
 from idempotent_lambda import (
     IdempotencyConfig,
     InMemoryPersistenceLayer,
+    Outcome,
     idempotent,
-    idempotent_function,
 )
 from idempotent_lambda.durable import ClaimsPlugin
 
@@ -579,41 +579,73 @@ def test_an_error_that_ends_the_execution_releases_the_claim(
     assert 2 == shop.charges
 
 
+class Stock:
+    """``@durable_execution`` around a handler that reserves stock under ``@idempotent``.
+
+    ``reserve`` claims with the execution's own owner (it is given the ``DurableContext``), and
+    fails the first ``failures`` times it runs; the handler tries ``tries`` times and answers
+    "back-ordered" when every try failed.
+    """
+
+    def __init__(self, plugins: list[Any] | None, *, failures: int, tries: int) -> None:
+        self.attempts = 0
+        self.outcomes: list[Outcome] = []
+        store = InMemoryPersistenceLayer()
+        config = IdempotencyConfig(
+            event_key_jmespath="order_id", decision_hook=lambda d: self.outcomes.append(d.outcome)
+        )
+
+        @idempotent(persistence_store=store, config=config)
+        def reserve(event: dict[str, Any], context: DurableContext) -> str:
+            self.attempts += 1
+            if self.attempts <= failures:
+                raise ValueError("out of stock")
+            return "reserved"
+
+        @durable_execution(plugins=plugins)
+        def handler(event: dict[str, Any], context: DurableContext) -> str:
+            for _ in range(tries):
+                try:
+                    return reserve(event, context)
+                except ValueError:
+                    pass
+            return "back-ordered"
+
+        self.handler = handler
+
+    def run(self, *names: str) -> list[Any]:
+        with DurableFunctionTestRunner(handler=self.handler) as runner:
+            return [
+                runner.run(input=ORDER, execution_name=name, execution_timeout=60) for name in names
+            ]
+
+
 @PLUGINS
 def test_an_error_the_handler_caught_releases_the_claim_when_the_execution_succeeds(
     plugins: list[Any] | None,
 ) -> None:
-    """A nested claim whose body failed is released once A succeeds: B reserves the stock."""
-    store = InMemoryPersistenceLayer()
-    attempts: list[str] = []
+    """A's reservation failed and A succeeded anyway: its claim goes, and B reserves."""
+    stock = Stock(plugins, failures=1, tries=1)
 
-    @idempotent_function(
-        data_keyword_argument="order",
-        persistence_store=store,
-        config=IdempotencyConfig(event_key_jmespath="order_id"),
-    )
-    def reserve(order: dict[str, Any]) -> None:
-        attempts.append(order["order_id"])
-        raise ValueError("out of stock")
+    first, second = stock.run("A", "B")
 
-    @durable_execution(plugins=plugins)
-    @idempotent(persistence_store=store, config=IdempotencyConfig(event_key_jmespath="request"))
-    def handler(event: dict[str, Any], context: DurableContext) -> str:
-        try:
-            reserve(order=event)
-        except ValueError:
-            return "back-ordered"
-        return "reserved"
+    assert ["SUCCEEDED", "SUCCEEDED"] == [status(first), status(second)]
+    assert ['"back-ordered"', '"reserved"'] == [first.result, second.result]
+    assert 2 == stock.attempts
 
-    with DurableFunctionTestRunner(handler=handler) as runner:
-        results = [
-            runner.run(
-                input=json.dumps({"request": name, "order_id": "o-1"}),
-                execution_name=name,
-                execution_timeout=60,
-            )
-            for name in ("A", "B")
-        ]
 
-    assert ["SUCCEEDED", "SUCCEEDED"] == [status(result) for result in results]
-    assert ["o-1", "o-1"] == attempts
+@PLUGINS
+def test_a_claim_taken_up_again_in_the_invocation_stays_completed(
+    plugins: list[Any] | None,
+) -> None:
+    """A tries again after a failure and reserves: the record stays, B replays it, and the held
+    release reports no lost lease."""
+    stock = Stock(plugins, failures=1, tries=2)
+
+    first, second = stock.run("A", "B")
+
+    assert ["SUCCEEDED", "SUCCEEDED"] == [status(first), status(second)]
+    assert ['"reserved"', '"reserved"'] == [first.result, second.result]
+    assert 2 == stock.attempts
+    assert Outcome.REPLAYED in stock.outcomes
+    assert Outcome.LEASE_LOST not in stock.outcomes
