@@ -13,6 +13,7 @@ In reading order: `call`/`acall` → `enter` → `flow` (local cache, claim, `_w
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -26,6 +27,7 @@ from idempotent_lambda._durable_context import (
     DurableRun,
     durable_run_of,
     enter_durable,
+    hold_release,
     in_durable,
     keeps_claim,
     leave_durable,
@@ -477,6 +479,8 @@ class IdempotentFunction:
             if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
+            if hold_release(functools.partial(self._settle_held, inv, tally, exc), inv.owner):
+                raise  # ClaimsPlugin releases it if the invocation ends the execution
             yield from self._release(inv, tally, exc)
             raise
         writes = close_transaction(transaction)
@@ -523,16 +527,32 @@ class IdempotentFunction:
             ) from exc
         return self.config.format.encode_result(value)
 
+    def _settle_held(self, inv: Invocation, tally: Tally, error: BaseException, ends: bool) -> None:
+        """Release a claim `hold_release` held, once its execution is over (``ends``); else keep it.
+
+        Called by `idempotent_lambda.durable.ClaimsPlugin` when the invocation has ended, on the
+        SDK's handler thread.
+        """
+        if not ends:
+            tally.report(Outcome.SUSPENDED)
+            return
+        run_sync(self._release(inv, tally, error, held=True), _no_body)
+
     def _release(
         self,
         inv: Invocation,
         tally: Tally,
         original: BaseException | None,
         reason: str | None = None,
+        *,
+        held: bool = False,
     ) -> Flow:
         """Delete this invocation's claim; a failure is logged and noted on ``original``.
 
-        ``reason`` says why a body that returned is released (logged as the error).
+        ``reason`` says why a body that returned is released (logged as the error). A ``held``
+        release (`_settle_held`) comes after the rest of the invocation: a later call of the
+        same execution may have taken the claim up again and completed it, and that record
+        stays, with nothing reported.
         """
         try:
             released = yield from self._store(
@@ -551,6 +571,12 @@ class IdempotentFunction:
             return
         if not released:
             released = yield from self._answer_was_lost(inv, tally, None)
+        if (
+            not released
+            and held
+            and (yield from self._answer_was_lost(inv, tally, Status.COMPLETED))
+        ):
+            return
         tally.report(Outcome.RELEASED if released else Outcome.LEASE_LOST, error=reason)
 
     def _complete(self, inv: Invocation, tally: Tally, data: str) -> Flow:
@@ -815,3 +841,7 @@ def _add_note(error: BaseException, note: str) -> None:
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+def _no_body() -> NoReturn:
+    raise AssertionError("a release runs no body")  # pragma: no cover - never yielded

@@ -468,6 +468,29 @@ def run_batch_after_swap(module: ModuleType) -> None:
     assert 2 == len(module.charge.args)  # once per message: the redelivery replayed
 
 
+def run_batch_powertools_keys(module_path: Path) -> None:
+    """The BatchProcessor version processes a batch; after the switch it replays, none runs."""
+
+    def deploy(relative: str) -> ModuleType:  # one module name for both: the prefix stays
+        spec = importlib.util.spec_from_file_location("app", EXAMPLES / relative)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.charge = Calls("ch_1")
+        return module
+
+    event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
+    before = deploy("migrating/batch_after_swap.py")
+    assert {"batchItemFailures": []} == before.lambda_handler(event, FakeLambdaContext())
+    after = deploy(module_path.relative_to(EXAMPLES).as_posix())
+    for record in event["Records"]:  # SQS delivers the batch again
+        record["attributes"]["ApproximateReceiveCount"] = "2"
+    assert {"batchItemFailures": []} == after.lambda_handler(event, FakeLambdaContext())
+    assert 3 == len(before.charge.args)
+    assert [] == after.charge.args
+
+
 def run_batch_adapter(module: ModuleType) -> None:
     event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
     assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
@@ -498,6 +521,64 @@ def run_order_workflow(module: ModuleType) -> None:
     assert 1 == len(charges.args)
     assert keys[0].startswith("test-func.idempotent_lambda.durable#")
     assert first["receipt"]["message_id"].endswith("_ch_" + first["order_id"])
+
+
+class LogOrder(logging.Handler):
+    """Records the messages of the SDK's execution logger and of idempotent_lambda's decisions."""
+
+    LOGGERS = ("aws_durable_execution_sdk_python.execution", "idempotent_lambda")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> LogOrder:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(self)
+            self.levels = getattr(self, "levels", {}) | {name: logger.level}
+            logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
+            logging.getLogger(name).setLevel(self.levels[name])
+
+
+def run_claims_plugin(module: ModuleType) -> None:
+    """A cancelled order fails its execution; the claim goes once the SDK answered FAILED."""
+    durable_runner = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
+    module.ship = Calls(lambda order_id: {"tracking_id": f"trk_{order_id}"})
+    order_id = event_id()
+    cancelled = json.dumps({"order_id": order_id, "cancelled": True})
+    order = json.dumps({"order_id": order_id})
+    with (
+        durable_runner.DurableFunctionTestRunner(handler=module.handler) as runner,
+        LogOrder() as logs,
+    ):
+        failed = runner.run(input=cancelled, execution_name="cancelled", execution_timeout=60)
+        results = [
+            runner.run(input=order, execution_name=name, execution_timeout=60)
+            for name in ("placed", "duplicate")
+        ]
+    assert "FAILED" == failed.status.value
+    assert ["SUCCEEDED", "SUCCEEDED"] == [result.status.value for result in results]
+    assert results[0].result == results[1].result
+    assert [(order_id,)] == module.ship.args
+    # The plugin released the claim after the SDK had failed the execution, not before.
+    failed_at = logs.messages.index("Execution failed")
+    released_at = next(n for n, m in enumerate(logs.messages) if "outcome=RELEASED" in m)
+    assert failed_at < released_at
+
+
+def run_claims_plugin_env(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function's environment selects the plugin through its entry point."""
+    monkeypatch.setenv("DURABLE_EXECUTION_PLUGINS", "idempotent_lambda.claims")
+    run_claims_plugin(load_example(module_path.relative_to(EXAMPLES).as_posix()))
 
 
 def run_outbox(
@@ -614,9 +695,12 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "http/caller.py": run_caller,
     "redis/charge_order.py": run_redis_charge_order,
     "durable/order_workflow.py": run_order_workflow,
+    "durable/claims_plugin.py": run_claims_plugin,
+    "durable/claims_plugin_env.py": run_claims_plugin_env,
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
+    "migrating/batch_powertools_keys.py": run_batch_powertools_keys,
     "tracing/otlp_exporter.py": run_otlp_exporter,
     "outbox/create_order.py": run_outbox,
     "outbox/ordered_consumer.py": run_ordered_consumer,
