@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import boto3
 
+from idempotent_lambda.testing import TableStream
 from samples.answers import expect_duplicates, explain_answers
 from samples.local_lambda import (
     FailNextCommit,
     Handler,
     KillAfterPutEvents,
     QueueReader,
-    StreamReader,
     as_ttl_removal,
     filter_records,
     http_api_event,
@@ -282,7 +282,7 @@ class LocalApp:
     buckets: dict[str, str]
     s3: Any
     environment: dict[str, str]
-    stream: StreamReader
+    stream: TableStream
     decisions: DecisionLog
     requests: RequestCounter
     run_id: str
@@ -370,7 +370,7 @@ class Outbox:
         fail_commit: Fails the next transaction of a function (after its body ran).
     """
 
-    stream: StreamReader
+    stream: TableStream
     filters: list[str]
     queue: QueueReader
     kill: KillAfterPutEvents
@@ -447,7 +447,7 @@ def build_app(
             "Table"
         ]["LatestStreamArn"]
         outbox = Outbox(
-            stream=StreamReader(streams, idempotency_stream),
+            stream=TableStream(idempotency_stream, client=streams),
             filters=outbox_filters(template),
             queue=QueueReader(sqs, stack.queues["OrderEventsQueue"]),
             kill=kill,
@@ -460,7 +460,7 @@ def build_app(
         buckets=stack.buckets,
         s3=s3,
         environment=environment,
-        stream=StreamReader(streams, stream_arn),
+        stream=TableStream(stream_arn, client=streams),
         decisions=DecisionLog(),
         requests=requests,
         run_id=uuid.uuid4().hex[:8],
