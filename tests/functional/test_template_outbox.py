@@ -17,12 +17,15 @@ import pytest
 
 from idempotent_lambda import outbox
 from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
-from samples.app.orders import EVENT_SOURCE, ORDER_CREATED
+from idempotent_lambda.testing import dynamodb_stream_event
+from samples.app.orders import EVENT_SOURCE, ORDER_CREATED, OUTBOX_KEY_PREFIXES
+from samples.local_lambda import filter_records
 from samples.local_stack import load_template
 from tests.functional.test_template import (
     CLIENT_METHOD_ACTIONS,
     IDEMPOTENCY_TABLE_ARN,
     PUBLISHER,
+    SWEEPER,
     alarms_on,
     as_list,
     dimension,
@@ -75,6 +78,28 @@ def leading_keys(statement: dict[str, Any]) -> list[str]:
     return list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
 
 
+def outbox_keys(prefix: str) -> list[str]:
+    """Outbox item keys under ``prefix``: a record's event, and a body's run without a record."""
+    return [f"{prefix}#{'ab' * 32}{KEY_MARK}{EVENT_ID}", f"{prefix}{KEY_MARK}{EVENT_ID}"]
+
+
+def may_read(patterns: list[str], key: str) -> bool:
+    """Tell whether a LeadingKeys condition with ``patterns`` lets a request name ``key``."""
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns)
+
+
+def outbox_mapping(template: dict[str, Any]) -> dict[str, Any]:
+    return resources(template, "AWS::Lambda::EventSourceMapping")["OutboxStreamEventSourceMapping"]
+
+
+def inserted(key: str, **image: Any) -> dict[str, Any]:
+    """The stream record of an item's INSERT, as Lambda delivers it."""
+    (record,) = dynamodb_stream_event(
+        keys={"id": key}, new_image={"id": key, **image}, event_name="INSERT"
+    )["Records"]
+    return record
+
+
 def test_the_emitter_s_record_grant_covers_its_outbox_items(template: dict[str, Any]) -> None:
     """An event's item key starts with its record's key: CreateOrder's PutItem on its own key
     prefix covers it, and no statement of its names outbox keys apart."""
@@ -88,18 +113,19 @@ def test_the_emitter_s_record_grant_covers_its_outbox_items(template: dict[str, 
     assert (ROOT / "samples/app/create_order.py").read_text("utf-8").count("outbox.emit(") == 1
 
 
-def test_the_publisher_may_touch_the_emitter_s_outbox_items_and_no_record(
-    template: dict[str, Any],
+@pytest.mark.parametrize("name", [PUBLISHER, SWEEPER])
+def test_the_outbox_functions_may_touch_the_emitter_s_outbox_items_and_no_record(
+    template: dict[str, Any], name: str
 ) -> None:
-    """Its LeadingKeys pattern matches an outbox item of CreateOrder, not one of its records,
-    nor another function's items."""
+    """Their LeadingKeys patterns match CreateOrder's outbox items (a record's, and a body's run
+    without a record), not one of its records, nor another function's items."""
     prefix = key_prefix_in(function(template, EMITTER)["Handler"])
-    (pattern,) = leading_keys(by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"])
-    assert f"{prefix}#*{KEY_MARK}*" == pattern
-    record_key = f"{prefix}#{'ab' * 32}"
-    assert fnmatch.fnmatchcase(item_key(record_key, EVENT_ID), pattern)
-    assert not fnmatch.fnmatchcase(record_key, pattern)
-    assert not fnmatch.fnmatchcase(item_key(f"orders.other#{'ab' * 32}", EVENT_ID), pattern)
+    assert (prefix,) == OUTBOX_KEY_PREFIXES
+    patterns = leading_keys(by_sid(function(template, name))["MarkOutboxEventsPublished"])
+    assert all(may_read(patterns, key) for key in outbox_keys(prefix))
+    assert not may_read(patterns, f"{prefix}#{'ab' * 32}")
+    assert not any(may_read(patterns, key) for key in outbox_keys("orders.other"))
+    assert not any(may_read(patterns, key) for key in outbox_keys(f"{prefix}x"))
 
 
 def test_the_idempotency_table_streams_new_images(template: dict[str, Any]) -> None:
@@ -128,19 +154,50 @@ def test_the_publisher_s_mapping_reads_the_table_stream_bounded_and_in_order(
     ]["Destination"]
 
 
-def test_the_publisher_s_filter_is_outbox_inserts(template: dict[str, Any]) -> None:
-    """One pattern: INSERTs of items with an outbox id (only outbox items have one).
+def test_the_publisher_s_filter_is_outbox_inserts_of_its_own_prefixes(
+    template: dict[str, Any],
+) -> None:
+    """One pattern: the library's (INSERTs of items with an outbox id), narrowed to keys under
+    the prefixes the publisher serves, `<prefix>#`.
 
     Evaluated on real stream records in test_sample_outbox.py.
     """
-    mapping = resources(template, "AWS::Lambda::EventSourceMapping")[
-        "OutboxStreamEventSourceMapping"
+    (pattern,) = [
+        json.loads(f["Pattern"]) for f in outbox_mapping(template)["FilterCriteria"]["Filters"]
     ]
-    (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    prefixes = [{"prefix": f"{p}#"} for p in OUTBOX_KEY_PREFIXES]
     assert {
-        "eventName": ["INSERT"],
-        "dynamodb": {"NewImage": {ID: {"S": [{"exists": True}]}}},
+        "eventName": outbox.STREAM_FILTER_PATTERN["eventName"],
+        "dynamodb": {
+            "Keys": {"id": {"S": prefixes}},
+            **outbox.STREAM_FILTER_PATTERN["dynamodb"],
+        },
     } == pattern
+    assert {"eventName": ["INSERT"], "dynamodb": {"NewImage": {ID: {"S": [{"exists": True}]}}}} == (
+        outbox.STREAM_FILTER_PATTERN
+    )
+
+
+def test_the_publisher_is_delivered_only_the_items_it_may_read(template: dict[str, Any]) -> None:
+    """Of outbox INSERTs, the filter keeps those under the publisher's LeadingKeys grant and
+    drops another function's (which the batch's one BatchGetItem could not read: AccessDenied
+    for the whole batch). Records of the emitter's own idempotency items are dropped too."""
+    patterns = [str(f["Pattern"]) for f in outbox_mapping(template)["FilterCriteria"]["Filters"]]
+    granted = leading_keys(by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"])
+    (prefix,) = OUTBOX_KEY_PREFIXES
+    ours = [inserted(key, **{ID: EVENT_ID}) for key in outbox_keys(prefix)]
+    others = [
+        inserted(key, **{ID: EVENT_ID})
+        for other in ("orders.process_payment", f"{prefix}x", "orders")
+        for key in outbox_keys(other)
+    ]
+    record = inserted(f"{prefix}#{'ab' * 32}", status="COMPLETED")
+
+    kept = filter_records([*ours, *others, record], patterns)
+
+    assert ours == kept
+    assert all(may_read(granted, r["dynamodb"]["Keys"]["id"]["S"]) for r in kept)
+    assert not any(may_read(granted, r["dynamodb"]["Keys"]["id"]["S"]) for r in others)
 
 
 def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> None:
@@ -159,7 +216,7 @@ def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> N
         "PublishOrderEvents": (
             ["events:PutEvents"],
             {"Fn::GetAtt": ["OrderEventsBus", "Arn"]},
-            False,
+            True,
         ),
         "ReadIdempotencyStream": (
             ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
@@ -280,3 +337,118 @@ def test_unpublished_events_are_alarmed_where_the_publisher_measures_them(
     assert 0 < alarm["Threshold"] <= 900
     watched = function(template, PUBLISHER)["DeploymentPreference"]["Alarms"]
     assert {"Ref": "OutboxUnpublishedAgeAlarm"} in watched
+
+
+def put_events_statements(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Every function's statements that allow events:PutEvents, by function."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, props in resources(template, "AWS::Serverless::Function").items():
+        for statement in statements(props):
+            if "events:PutEvents" in as_list(statement["Action"]):
+                found.setdefault(name, []).append(statement)
+    return found
+
+
+def test_only_the_outbox_functions_may_put_events_and_only_their_source(
+    template: dict[str, Any],
+) -> None:
+    """PutEvents: the publisher and the sweeper, on OrderEventsBus, for EVENT_SOURCE only (the
+    `events:source` condition, one value per entry of a PutEvents)."""
+    granted = put_events_statements(template)
+    assert {PUBLISHER, SWEEPER} == set(granted)
+    for name, found in granted.items():
+        (statement,) = found
+        assert {"Fn::GetAtt": ["OrderEventsBus", "Arn"]} == statement["Resource"], name
+        assert {"StringEquals": {"events:source": EVENT_SOURCE}} == statement["Condition"], name
+    source = (ROOT / "samples/app/create_order.py").read_text(encoding="utf-8")
+    assert "source=EVENT_SOURCE," in source
+
+
+def test_the_bus_lets_no_other_principal_put_the_outbox_s_source(
+    template: dict[str, Any],
+) -> None:
+    """OrderEventsBus's policy denies PutEvents of EVENT_SOURCE to every principal, of any
+    account, but the roles of the two functions granted it; nothing else in the policy."""
+    (policy,) = resources(template, "AWS::Events::EventBusPolicy").values()
+    assert {"Ref": "OrderEventsBus"} == policy["EventBusName"]
+    statement = policy["Statement"]
+    assert ("Deny", "*", "events:PutEvents") == (
+        statement["Effect"],
+        statement["Principal"],
+        statement["Action"],
+    )
+    assert {"Fn::GetAtt": ["OrderEventsBus", "Arn"]} == statement["Resource"]
+    roles = [{"Fn::GetAtt": [f"{name}Role", "Arn"]} for name in (PUBLISHER, SWEEPER)]
+    assert {
+        "StringEquals": {"events:source": EVENT_SOURCE},
+        "ArnNotEquals": {"aws:PrincipalArn": roles},
+    } == statement["Condition"]
+    assert set(put_events_statements(template)) == {r["Fn::GetAtt"][0][:-4] for r in roles}
+    assert not {"Policy"} & set(resources(template, "AWS::Events::EventBus")["OrderEventsBus"])
+
+
+def test_the_table_has_the_sweeper_s_sparse_index(template: dict[str, Any]) -> None:
+    """`outbox-unpublished`: the pending mark (S) and the emission time (N), keys only, so it
+    holds only unpublished items and costs one small index write each way."""
+    table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert {
+        "IndexName": "outbox-unpublished",
+        "KeySchema": [
+            {"AttributeName": "outbox_pending", "KeyType": "HASH"},
+            {"AttributeName": "outbox_emitted_at", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    } == index
+    assert [
+        {"AttributeName": "id", "AttributeType": "S"},
+        {"AttributeName": "outbox_pending", "AttributeType": "S"},
+        {"AttributeName": "outbox_emitted_at", "AttributeType": "N"},
+    ] == table["AttributeDefinitions"]
+
+
+def test_the_sweeper_queries_its_prefixes_of_the_index_and_nothing_else(
+    template: dict[str, Any],
+) -> None:
+    """Query on the index only (no Scan, nothing on the table but the publisher's two actions),
+    on the index partitions of the served prefixes (`<prefix>#<shard>`)."""
+    sweeper = function(template, SWEEPER)
+    grants = {
+        sid: (sorted(as_list(s["Action"])), s["Resource"]) for sid, s in by_sid(sweeper).items()
+    }
+    assert {
+        "FindUnpublishedOutboxItems": (
+            ["dynamodb:Query"],
+            {"Fn::Sub": "${IdempotencyTable.Arn}/index/outbox-unpublished"},
+        ),
+        "MarkOutboxEventsPublished": (
+            ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
+            IDEMPOTENCY_TABLE_ARN,
+        ),
+        "PublishOrderEvents": (["events:PutEvents"], {"Fn::GetAtt": ["OrderEventsBus", "Arn"]}),
+    } == grants
+    query = by_sid(sweeper)["FindUnpublishedOutboxItems"]
+    assert [f"{p}#*" for p in OUTBOX_KEY_PREFIXES] == leading_keys(query)
+    publisher = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]
+    assert leading_keys(publisher) == leading_keys(by_sid(sweeper)["MarkOutboxEventsPublished"])
+
+
+def test_the_sweeper_runs_every_five_minutes_through_its_alias(template: dict[str, Any]) -> None:
+    """A Scheduler schedule invokes the alias (the canary shifts it), not retried; its role may
+    invoke that alias only; the function has a minute and runs one at a time."""
+    (schedule,) = resources(template, "AWS::Scheduler::Schedule").values()
+    assert "rate(5 minutes)" == schedule["ScheduleExpression"]
+    target = schedule["Target"]
+    assert {"Ref": f"{SWEEPER}.Alias"} == target["Arn"]
+    assert 0 == target["RetryPolicy"]["MaximumRetryAttempts"]
+    role = template["Resources"][target["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    (policy,) = role["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert ("lambda:InvokeFunction", {"Ref": f"{SWEEPER}.Alias"}) == (
+        statement["Action"],
+        statement["Resource"],
+    )
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert {"Service": "scheduler.amazonaws.com"} == trust["Principal"]
+    sweeper = function(template, SWEEPER)
+    assert (60, 1) == (sweeper["Timeout"], sweeper["ReservedConcurrentExecutions"])
