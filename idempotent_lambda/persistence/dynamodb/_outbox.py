@@ -219,8 +219,9 @@ class OutboxMethods:
 
     def outbox_scan(
         self, *, unpublished_only: bool = True, limit: int | None = None
-    ) -> Iterator[OutboxEvent]:
-        """Yield the table's outbox events (operators: ``Scan``, ``Query`` in composite mode).
+    ) -> Iterator[tuple[OutboxEvent, dict[str, Any]]]:
+        """Yield the table's outbox events and their items' keys (operators: ``Scan``, or
+        ``Query`` in composite mode).
 
         Items that are not readable outbox items are left out. ``limit`` stops after the first
         page, of that many items read.
@@ -235,9 +236,10 @@ class OutboxMethods:
             if key is None:
                 continue
             try:
-                yield OutboxEvent.from_item(item, key)
+                event = OutboxEvent.from_item(item, key)
             except IdempotencyCorruptRecordError:
                 continue
+            yield event, key
 
     def outbox_pending_keys(
         self, index_name: str, key_prefixes: Sequence[str] | None, limit: int
