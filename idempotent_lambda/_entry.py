@@ -106,6 +106,7 @@ class Entry:
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
+        key_prefix: Callable[[], str] | None = None,
     ) -> IdempotentFunction:
         """Build ``function``'s engine (see `IdempotentFunction` for the arguments)."""
         return IdempotentFunction(
@@ -116,6 +117,7 @@ class Entry:
             store_result_if=store_result_if,
             on_replay=on_replay,
             key_source=key_source,
+            key_prefix=key_prefix,
         )
 
 

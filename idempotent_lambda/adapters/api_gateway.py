@@ -145,6 +145,7 @@ def idempotent_http(
             store_result_if=_storable(store_4xx),
             on_replay=lambda response, _record: _Replayed(response),
             key_source=_key_source(header_name, entry.config),
+            key_prefix=prefix,
         )
         reader = IdentityReader(
             store=entry.store,

@@ -260,14 +260,28 @@ def stream(
     )
 
 
-def _has_outbox(args: argparse.Namespace, client: Any) -> bool:
-    """Tell whether a first page of the table holds an outbox item (one Scan or Query)."""
-    from idempotent_lambda.cli._records import store_from
+def _role_checks(args: argparse.Namespace, client: Any, table_arn: str) -> list[Check]:
+    """`permissions` of ``--role`` (or ``--function``'s role); a refused read is a finding."""
+    from botocore.exceptions import ClientError
 
-    return (
-        next(iter(store_from(args).outbox_scan(unpublished_only=False, limit=1000)), None)
-        is not None
-    )
+    try:
+        role = args.role or _role_of_function(args, client)
+        if not role:
+            return []
+        return permissions(_role_statements(args, client, role), table_arn, role)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return [
+            Check(
+                "permissions",
+                WARN,
+                f"could not read the role's policies: {error.get('Code', 'error')} on "
+                f"{exc.operation_name}; the role's grants were not checked",
+                "allow doctor's role iam:ListRolePolicies, iam:GetRolePolicy, "
+                "iam:ListAttachedRolePolicies, iam:GetPolicy, iam:GetPolicyVersion (and "
+                "lambda:GetFunctionConfiguration with --function)",
+            )
+        ]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -297,12 +311,10 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     checks += recovery(backups, table)
     checks.append(_capacity_of(args, client, table))
     checks.append(global_table(table))
-    found = stream(table, asked=args.outbox, has_outbox=lambda: _has_outbox(args, client))
-    if found is not None:
-        checks.append(found)
-    role = args.role or _role_of_function(args, client)
-    if role:
-        checks += permissions(_role_statements(args, client, role), table["TableArn"], role)
+    from idempotent_lambda.cli._doctor_outbox import outbox_checks
+
+    checks += outbox_checks(args, table)
+    checks += _role_checks(args, client, table["TableArn"])
     for found in checks:
         check = (
             found
