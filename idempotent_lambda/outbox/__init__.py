@@ -277,6 +277,7 @@ def sweep_handler(
         IdempotencyConfigError: The store keeps no outbox items, or an argument is not usable.
     """
     from idempotent_lambda.outbox._publisher import Publisher
+    from idempotent_lambda.outbox._sweep import Sweeper
 
     publisher = Publisher(
         persistence_store,
