@@ -69,6 +69,8 @@ FUNCTIONS = {
 }
 #: The outbox's publisher: no idempotency record of its own (it marks outbox items published).
 PUBLISHER = ("PublishEventsFunction", "samples.app.publish_events")
+#: The outbox's sweeper, run on a schedule: it publishes what the stream did not bring.
+SWEEPER = ("SweepOutboxFunction", "samples.app.sweep_outbox")
 
 
 class Transcript:
@@ -439,7 +441,7 @@ def build_app(
     kill = KillAfterPutEvents(aws.SESSION)
     fail_commit = FailNextCommit(aws.SESSION)
     modules = {function: module for function, (module, _) in FUNCTIONS.items()}
-    modules[PUBLISHER[0]] = PUBLISHER[1]
+    modules.update((PUBLISHER, SWEEPER))
     handlers = {function: load_handler(f"{module}.handler") for function, module in modules.items()}
     outbox = None
     if sqs is not None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import outbox
-from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
+from idempotent_lambda.outbox._event import EMITTED_AT, ID, KEY_MARK, PENDING, item_key
 from idempotent_lambda.testing import dynamodb_stream_event
 from samples.app.orders import EVENT_SOURCE, ORDER_CREATED, OUTBOX_KEY_PREFIXES
 from samples.local_lambda import filter_records
@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE_STREAM = {"Fn::GetAtt": ["IdempotencyTable", "StreamArn"]}
 #: The store methods the publisher calls on a batch (`outbox.publish_handler`).
 PUBLISHER_METHODS = {"outbox_items", "outbox_mark_published"}
+#: The store method the sweeper adds (`outbox.sweep_handler`): it reads the index.
+SWEEPER_METHODS = {"outbox_pending_keys"}
 #: The store methods only operators call (the CLI, with their own credentials).
 OPERATOR_METHODS = {"outbox_find", "outbox_scan", "_outbox_pages"}
 #: The one function that emits (outbox.emit), and a record key and event id of its.
@@ -59,19 +61,29 @@ def by_sid(function: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def client_calls(path: Path) -> dict[str, set[str]]:
-    """The ``client.<method>(...)`` calls of each method of the module at ``path``."""
-    calls: dict[str, set[str]] = {}
+    """The ``client.<method>(...)`` calls of each method of the module at ``path``, with those
+    of the module's methods it calls as ``self.<method>(...)``."""
+    direct: dict[str, set[str]] = {}
+    own: dict[str, set[str]] = {}
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.FunctionDef):
-            calls[node.name] = {
-                call.func.attr
+            called = [
+                (call.func.value.id, call.func.attr)
                 for call in ast.walk(node)
                 if isinstance(call, ast.Call)
                 and isinstance(call.func, ast.Attribute)
                 and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == "client"
-            }
-    return calls
+            ]
+            direct[node.name] = {attr for name, attr in called if name == "client"}
+            own[node.name] = {attr for name, attr in called if name == "self"}
+
+    def sent(method: str, seen: frozenset[str]) -> set[str]:
+        found = set(direct[method])
+        for callee in own[method] & set(direct) - seen:
+            found |= sent(callee, seen | {callee})
+        return found
+
+    return {method: sent(method, frozenset({method})) for method in direct}
 
 
 def leading_keys(statement: dict[str, Any]) -> list[str]:
@@ -238,11 +250,13 @@ def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> N
 
 def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, Any]) -> None:
     """What the publisher's store methods send is what MarkOutboxEventsPublished allows; the
-    operators' methods (list, read one) are granted to no function."""
+    sweeper's index read is a Query (a Scan only when it serves every prefix, which the sample's
+    never does); the operators' methods (list, read one) are granted to no function."""
     calls = client_calls(ROOT / "idempotent_lambda/persistence/dynamodb/_outbox.py")
-    assert PUBLISHER_METHODS | OPERATOR_METHODS <= set(calls)
-    sending = {method for method, sent in calls.items() if sent}
-    assert sending <= PUBLISHER_METHODS | OPERATOR_METHODS  # a new one must be placed here
+    placed = PUBLISHER_METHODS | SWEEPER_METHODS | OPERATOR_METHODS
+    assert placed <= set(calls)
+    sending = {method for method, sent in calls.items() if sent and not method.startswith("_")}
+    assert sending <= placed  # a new one must be placed here
     publisher = ast.parse((ROOT / "idempotent_lambda/outbox/_publisher.py").read_text("utf-8"))
     used = {
         node.attr
@@ -261,6 +275,11 @@ def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, An
     granted = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]["Action"]
     assert sorted(granted) == sorted(sent)
     assert set() == calls["outbox_put"]  # emit's write is a Put of the record's transaction
+    sweep = (ROOT / "idempotent_lambda/outbox/_sweep.py").read_text("utf-8")
+    assert "store.outbox_pending_keys(" in sweep
+    assert {"query", "scan"} == calls["outbox_pending_keys"]
+    query = by_sid(function(template, SWEEPER))["FindUnpublishedOutboxItems"]["Action"]
+    assert ["dynamodb:Query"] == query
 
 
 def test_the_rule_sends_order_created_to_the_consumer_s_queue(template: dict[str, Any]) -> None:
@@ -393,17 +412,17 @@ def test_the_table_has_the_sweeper_s_sparse_index(template: dict[str, Any]) -> N
     table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]
     (index,) = table["GlobalSecondaryIndexes"]
     assert {
-        "IndexName": "outbox-unpublished",
+        "IndexName": outbox.OUTBOX_INDEX,
         "KeySchema": [
-            {"AttributeName": "outbox_pending", "KeyType": "HASH"},
-            {"AttributeName": "outbox_emitted_at", "KeyType": "RANGE"},
+            {"AttributeName": PENDING, "KeyType": "HASH"},
+            {"AttributeName": EMITTED_AT, "KeyType": "RANGE"},
         ],
         "Projection": {"ProjectionType": "KEYS_ONLY"},
     } == index
     assert [
         {"AttributeName": "id", "AttributeType": "S"},
-        {"AttributeName": "outbox_pending", "AttributeType": "S"},
-        {"AttributeName": "outbox_emitted_at", "AttributeType": "N"},
+        {"AttributeName": PENDING, "AttributeType": "S"},
+        {"AttributeName": EMITTED_AT, "AttributeType": "N"},
     ] == table["AttributeDefinitions"]
 
 
@@ -419,7 +438,7 @@ def test_the_sweeper_queries_its_prefixes_of_the_index_and_nothing_else(
     assert {
         "FindUnpublishedOutboxItems": (
             ["dynamodb:Query"],
-            {"Fn::Sub": "${IdempotencyTable.Arn}/index/outbox-unpublished"},
+            {"Fn::Sub": "${IdempotencyTable.Arn}/index/" + outbox.OUTBOX_INDEX},
         ),
         "MarkOutboxEventsPublished": (
             ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
@@ -452,3 +471,24 @@ def test_the_sweeper_runs_every_five_minutes_through_its_alias(template: dict[st
     assert {"Service": "scheduler.amazonaws.com"} == trust["Principal"]
     sweeper = function(template, SWEEPER)
     assert (60, 1) == (sweeper["Timeout"], sweeper["ReservedConcurrentExecutions"])
+
+
+@pytest.mark.parametrize(
+    ("name", "factory"),
+    [(PUBLISHER, "outbox.publish_handler("), (SWEEPER, "outbox.sweep_handler(")],
+)
+def test_the_outbox_functions_serve_the_emitters_prefixes(
+    template: dict[str, Any], name: str, factory: str
+) -> None:
+    """The handler each runs is built with `key_prefixes=OUTBOX_KEY_PREFIXES`, the prefixes the
+    template's grants and filter name."""
+    module = function(template, name)["Handler"].removeprefix("app.").removesuffix(".handler")
+    tree = ast.parse((ROOT / f"samples/app/{module}.py").read_text(encoding="utf-8"))
+    (call,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node).startswith(factory)
+    ]
+    assert ["OUTBOX_KEY_PREFIXES"] == [
+        ast.unparse(k.value) for k in call.keywords if k.arg == "key_prefixes"
+    ]
