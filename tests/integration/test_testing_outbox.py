@@ -152,3 +152,35 @@ def test_an_emitted_event_reaches_the_consumer_through_stream_bus_and_queue(
     (message,) = delivered["Records"]
     assert event_id == json.loads(message["body"])["detail"]["outbox"]["id"]
     assert [order_id] == applied
+
+
+def test_the_publisher_needs_the_kit_s_shape_of_getrecords_records(
+    streamed: str, idempotency_dynamodb_store: DynamoDBPersistenceLayer
+) -> None:
+    """GetRecords' records as boto3 returns them (a datetime creation time) fail publish_handler
+    as malformed, each its own record; the same records through `lambda_stream_record` publish."""
+
+    @idempotent(
+        persistence_store=idempotency_dynamodb_store,
+        config=IdempotencyConfig(event_key_jmespath="order_id"),
+    )
+    def create_order(event: dict[str, Any], context: Any) -> str:
+        return emit("OrderCreated", {"order_id": event["order_id"]}, source=SOURCE)
+
+    create_order({"order_id": str(uuid.uuid4())}, FakeLambdaContext())
+    arn = TableStream.of_table(streamed).stream_arn
+    streams = boto3.client("dynamodbstreams")
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    raw = streams.get_records(ShardIterator=iterator)["Records"]
+    converted = [lambda_stream_record(record, stream_arn=arn) for record in raw]
+    publisher = publish_handler(idempotency_dynamodb_store)
+
+    refused = publisher({"Records": raw}, FakeLambdaContext())
+    published = publisher({"Records": converted}, FakeLambdaContext())
+
+    assert raw
+    assert len(raw) == len(refused["batchItemFailures"])
+    assert {"batchItemFailures": []} == published
