@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import outbox
-from idempotent_lambda.outbox._event import EMITTED_AT, ID, KEY_MARK, PENDING, item_key
+from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
 from idempotent_lambda.testing import dynamodb_stream_event
 from samples.app.orders import EVENT_SOURCE, ORDER_CREATED, OUTBOX_KEY_PREFIXES
 from samples.local_lambda import filter_records
@@ -404,91 +404,3 @@ def test_the_bus_lets_no_other_principal_put_the_outbox_s_source(
     } == statement["Condition"]
     assert set(put_events_statements(template)) == {r["Fn::GetAtt"][0][:-4] for r in roles}
     assert not {"Policy"} & set(resources(template, "AWS::Events::EventBus")["OrderEventsBus"])
-
-
-def test_the_table_has_the_sweeper_s_sparse_index(template: dict[str, Any]) -> None:
-    """`outbox-unpublished`: the pending mark (S) and the emission time (N), keys only, so it
-    holds only unpublished items and costs one small index write each way."""
-    table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]
-    (index,) = table["GlobalSecondaryIndexes"]
-    assert {
-        "IndexName": outbox.OUTBOX_INDEX,
-        "KeySchema": [
-            {"AttributeName": PENDING, "KeyType": "HASH"},
-            {"AttributeName": EMITTED_AT, "KeyType": "RANGE"},
-        ],
-        "Projection": {"ProjectionType": "KEYS_ONLY"},
-    } == index
-    assert [
-        {"AttributeName": "id", "AttributeType": "S"},
-        {"AttributeName": PENDING, "AttributeType": "S"},
-        {"AttributeName": EMITTED_AT, "AttributeType": "N"},
-    ] == table["AttributeDefinitions"]
-
-
-def test_the_sweeper_queries_its_prefixes_of_the_index_and_nothing_else(
-    template: dict[str, Any],
-) -> None:
-    """Query on the index only (no Scan, nothing on the table but the publisher's two actions),
-    on the index partitions of the served prefixes (`<prefix>#<shard>`)."""
-    sweeper = function(template, SWEEPER)
-    grants = {
-        sid: (sorted(as_list(s["Action"])), s["Resource"]) for sid, s in by_sid(sweeper).items()
-    }
-    assert {
-        "FindUnpublishedOutboxItems": (
-            ["dynamodb:Query"],
-            {"Fn::Sub": "${IdempotencyTable.Arn}/index/" + outbox.OUTBOX_INDEX},
-        ),
-        "MarkOutboxEventsPublished": (
-            ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
-            IDEMPOTENCY_TABLE_ARN,
-        ),
-        "PublishOrderEvents": (["events:PutEvents"], {"Fn::GetAtt": ["OrderEventsBus", "Arn"]}),
-    } == grants
-    query = by_sid(sweeper)["FindUnpublishedOutboxItems"]
-    assert [f"{p}#*" for p in OUTBOX_KEY_PREFIXES] == leading_keys(query)
-    publisher = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]
-    assert leading_keys(publisher) == leading_keys(by_sid(sweeper)["MarkOutboxEventsPublished"])
-
-
-def test_the_sweeper_runs_every_five_minutes_through_its_alias(template: dict[str, Any]) -> None:
-    """A Scheduler schedule invokes the alias (the canary shifts it), not retried; its role may
-    invoke that alias only; the function has a minute and runs one at a time."""
-    (schedule,) = resources(template, "AWS::Scheduler::Schedule").values()
-    assert "rate(5 minutes)" == schedule["ScheduleExpression"]
-    target = schedule["Target"]
-    assert {"Ref": f"{SWEEPER}.Alias"} == target["Arn"]
-    assert 0 == target["RetryPolicy"]["MaximumRetryAttempts"]
-    role = template["Resources"][target["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
-    (policy,) = role["Policies"]
-    (statement,) = policy["PolicyDocument"]["Statement"]
-    assert ("lambda:InvokeFunction", {"Ref": f"{SWEEPER}.Alias"}) == (
-        statement["Action"],
-        statement["Resource"],
-    )
-    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
-    assert {"Service": "scheduler.amazonaws.com"} == trust["Principal"]
-    sweeper = function(template, SWEEPER)
-    assert (60, 1) == (sweeper["Timeout"], sweeper["ReservedConcurrentExecutions"])
-
-
-@pytest.mark.parametrize(
-    ("name", "factory"),
-    [(PUBLISHER, "outbox.publish_handler("), (SWEEPER, "outbox.sweep_handler(")],
-)
-def test_the_outbox_functions_serve_the_emitters_prefixes(
-    template: dict[str, Any], name: str, factory: str
-) -> None:
-    """The handler each runs is built with `key_prefixes=OUTBOX_KEY_PREFIXES`, the prefixes the
-    template's grants and filter name."""
-    module = function(template, name)["Handler"].removeprefix("app.").removesuffix(".handler")
-    tree = ast.parse((ROOT / f"samples/app/{module}.py").read_text(encoding="utf-8"))
-    (call,) = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and ast.unparse(node).startswith(factory)
-    ]
-    assert ["OUTBOX_KEY_PREFIXES"] == [
-        ast.unparse(k.value) for k in call.keywords if k.arg == "key_prefixes"
-    ]
