@@ -63,7 +63,7 @@ def examples_endpoint() -> Iterator[str]:
             "aws_secret_access_key": "testing",
         }
         client = boto3.client("dynamodb", **options)
-        create_idempotency_table(client, table_name="IdempotencyTable")
+        create_idempotency_table(client, table_name="IdempotencyTable", outbox=True)
         for table, key in (("orders", "order_id"), ("stock", "sku"), ("order_views", "order_id")):
             client.create_table(
                 TableName=table,
@@ -527,6 +527,7 @@ def run_outbox(
     events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
     publisher = load_example("outbox/publisher.py")
     consumer = load_example("outbox/consumer.py")
+    sweeper = load_example("outbox/sweeper.py")
     try:
         order = {"order_id": event_id(), "total": "25.00"}
         first = module.handler(order, FakeLambdaContext())
@@ -544,7 +545,7 @@ def run_outbox(
         ours = [
             r
             for r in records
-            if r["dynamodb"]["Keys"]["id"]["S"].endswith("#outbox#" + first["event_id"])
+            if r["dynamodb"].get("NewImage", {}).get("outbox_id") == {"S": first["event_id"]}
         ]
         assert 1 == len(ours)
         for _ in range(2):  # the stream delivers the record again: still one event
@@ -563,6 +564,25 @@ def run_outbox(
         assert [
             f"confirmation sent for {order['order_id']}"
         ] == capsys.readouterr().out.splitlines()
+        # an order whose stream record never reaches the publisher, emitted 10 minutes ago
+        late = module.handler({"order_id": event_id(), "total": "5.00"}, FakeLambdaContext())
+        (key,) = [
+            r["dynamodb"]["Keys"]
+            for r in streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+            if r["dynamodb"].get("NewImage", {}).get("outbox_id") == {"S": late["event_id"]}
+        ]
+        dynamodb.update_item(
+            TableName="IdempotencyTable",
+            Key=key,
+            UpdateExpression="SET outbox_emitted_at = outbox_emitted_at - :ten_minutes",
+            ExpressionAttributeValues={":ten_minutes": {"N": "600000"}},
+        )
+        answer = sweeper.handler({}, FakeLambdaContext())
+        assert (1, 0) == (answer["due"], answer["failed"])
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+        assert [late["event_id"]] == [
+            json.loads(m["Body"])["detail"]["outbox"]["id"] for m in messages
+        ]
     finally:
         events.remove_targets(Rule=rule, Ids=["queue"])
         events.delete_rule(Name=rule)
@@ -620,7 +640,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "outbox/ordered_consumer.py": run_ordered_consumer,
 }
 #: Examples that a runner above loads and runs with the one it is given.
-RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
+RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py", "outbox/sweeper.py"]
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
     "testing/test_handler.py",
