@@ -63,7 +63,7 @@ def examples_endpoint() -> Iterator[str]:
             "aws_secret_access_key": "testing",
         }
         client = boto3.client("dynamodb", **options)
-        create_idempotency_table(client, table_name="IdempotencyTable")
+        create_idempotency_table(client, table_name="IdempotencyTable", outbox=True)
         for table, key in (("orders", "order_id"), ("stock", "sku"), ("order_views", "order_id")):
             client.create_table(
                 TableName=table,
@@ -519,6 +519,7 @@ def run_outbox(
     stream = TableStream.of_table("IdempotencyTable")
     publisher = load_example("outbox/publisher.py")
     consumer = load_example("outbox/consumer.py")
+    sweeper = load_example("outbox/sweeper.py")
     pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
     with RuleQueue(pattern) as queue:
         order = {"order_id": event_id(), "total": "25.00"}
@@ -537,6 +538,25 @@ def run_outbox(
         assert [
             f"confirmation sent for {order['order_id']}"
         ] == capsys.readouterr().out.splitlines()
+        queue.settle(delivered, {"batchItemFailures": []})
+        # an order whose stream record never reaches the publisher, emitted 10 minutes ago
+        late = module.handler({"order_id": event_id(), "total": "5.00"}, FakeLambdaContext())
+        (key,) = [
+            r["dynamodb"]["Keys"]
+            for r in stream.read()
+            if r["dynamodb"].get("NewImage", {}).get("outbox_id") == {"S": late["event_id"]}
+        ]
+        dynamodb.update_item(
+            TableName="IdempotencyTable",
+            Key=key,
+            UpdateExpression="SET outbox_emitted_at = outbox_emitted_at - :ten_minutes",
+            ExpressionAttributeValues={":ten_minutes": {"N": "600000"}},
+        )
+        answer = sweeper.handler({}, FakeLambdaContext())
+        assert (1, 0) == (answer["due"], answer["failed"])
+        assert [late["event_id"]] == [
+            json.loads(r["body"])["detail"]["outbox"]["id"] for r in queue.receive()["Records"]
+        ]
 
 
 def run_ordered_consumer(module: ModuleType) -> None:
@@ -591,7 +611,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "outbox/ordered_consumer.py": run_ordered_consumer,
 }
 #: Examples that a runner above loads and runs with the one it is given.
-RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
+RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py", "outbox/sweeper.py"]
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
     "testing/test_handler.py",

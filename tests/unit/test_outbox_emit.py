@@ -372,3 +372,39 @@ def test_a_fifo_group_run_ahead_and_behind_commits_each_records_events_with_it()
     assert list(range(5)) == [json.loads(e.detail)["n"] for e in store.outbox_events]
     assert {"batchItemFailures": []} == handler(event, None)
     assert 5 == len(store.outbox_events)
+
+
+class _Crash(BaseException):
+    """An error the durable SDK does not know: the invocation ends, the execution goes on."""
+
+
+def test_a_durable_body_run_again_under_its_claim_emits_the_same_ids() -> None:
+    """The claim lives across the execution's invocations: the body's second run (the first
+    crashed, keeping the claim) emits the ids the first run got, and they commit once."""
+    pytest.importorskip("aws_durable_execution_sdk_python")
+    runner = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
+    from aws_durable_execution_sdk_python import durable_execution
+
+    store = InMemoryPersistenceLayer()
+    runs: list[list[str]] = []
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def body(event: dict[str, Any], context: Any) -> list[str]:
+        runs.append([emit("A", {}), emit("B", {})])
+        if len(runs) == 1:
+            raise _Crash
+        return runs[-1]
+
+    handler = durable_execution(body)
+
+    def runtime(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        except _Crash as exc:  # the Lambda runtime reports it as the invocation's error
+            raise RuntimeError("the runtime stopped the invocation") from exc
+
+    with runner.DurableFunctionTestRunner(handler=runtime) as r:
+        result = r.run(input=json.dumps({"order_id": "o-1"}), execution_timeout=120)
+    assert 2 == len(runs)
+    assert runs[0] == runs[1] == json.loads(result.result)
+    assert runs[1] == [e.event_id for e in store.outbox_events]
