@@ -117,3 +117,23 @@ def test_the_outbox_functions_serve_the_emitters_prefixes(
     assert ["OUTBOX_KEY_PREFIXES"] == [
         ast.unparse(k.value) for k in call.keywords if k.arg == "key_prefixes"
     ]
+
+
+def test_a_sweeper_that_stops_running_is_alarmed(template: dict[str, Any]) -> None:
+    """No invocation of SweepOutbox in 15 minutes (three runs missed), or no data at all."""
+    alarm = resources(template, "AWS::CloudWatch::Alarm")["SweepOutboxNotRunningAlarm"]
+    assert ("AWS/Lambda", "Invocations", "Sum") == (
+        alarm["Namespace"],
+        alarm["MetricName"],
+        alarm["Statistic"],
+    )
+    assert [{"Name": "FunctionName", "Value": {"Ref": SWEEPER}}] == alarm["Dimensions"]
+    assert (900, 1, 1, "LessThanThreshold", "breaching") == (
+        alarm["Period"],
+        alarm["EvaluationPeriods"],
+        alarm["Threshold"],
+        alarm["ComparisonOperator"],
+        alarm["TreatMissingData"],
+    )
+    (schedule,) = resources(template, "AWS::Scheduler::Schedule").values()
+    assert "rate(5 minutes)" == schedule["ScheduleExpression"]  # 3 runs in a period
