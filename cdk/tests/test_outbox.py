@@ -249,6 +249,21 @@ def test_only_the_outbox_functions_may_put_the_source_on_the_bus(
         assert "events:PutEvents" not in actions, function
 
 
+def test_a_sweeper_that_stops_running_is_alarmed(synthesized: Synthesized) -> None:
+    """The example alarms when SweepOutbox was not invoked for 15 minutes, or sends no data."""
+    template = synthesized.templates[STACK]
+    sweeper = logical_id(template, "AWS::Lambda::Function", "SweepOutbox")
+    alarms = of_type(template, "AWS::CloudWatch::Alarm").values()
+    (alarm,) = [a for a in alarms if a.get("MetricName") == "Invocations"]
+    assert [{"Name": "FunctionName", "Value": {"Ref": sweeper}}] == alarm["Dimensions"]
+    assert (900, 1, "LessThanThreshold", "breaching") == (
+        alarm["Period"],
+        alarm["Threshold"],
+        alarm["ComparisonOperator"],
+        alarm["TreatMissingData"],
+    )
+
+
 def test_the_publisher_needs_the_table_s_stream_the_emitters_prefixes_and_sources() -> None:
     """Without outbox=True; with no key prefix, or one that would widen the grant; with no
     source, one EventBridge refuses, or one another publisher has on that bus: ValueError."""

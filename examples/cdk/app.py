@@ -207,6 +207,18 @@ class OrdersStack(cdk.Stack):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        # The sweeper publishes what the stream lost: one that stops running is an incident too.
+        cloudwatch.Alarm(
+            self,
+            "SweepOutboxNotRunning",
+            metric=sweep_outbox.metric_invocations(
+                statistic="Sum", period=cdk.Duration.minutes(15)
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
 
 
 def build(app: cdk.App, bundle: str) -> OrdersStack:
