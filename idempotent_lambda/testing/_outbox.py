@@ -157,7 +157,8 @@ class TableStream:
 class RuleQueue:
     """An SQS queue fed by an EventBridge rule: what a consumer of published events reads.
 
-    Creates the queue, the rule on `event_bus_name` with `event_pattern`, and the rule's
+    Creates the queue (with the policy that lets EventBridge send for that rule only, as a
+    deployed queue needs), the rule on `event_bus_name` with `event_pattern`, and the rule's
     target; `close` (or leaving a `with` block) deletes them. `receive` hands the messages
     EventBridge delivered to a consumer as Lambda's SQS event source mapping does, and `settle`
     deletes those the consumer did not report in `batchItemFailures`; the failed ones come
@@ -194,8 +195,11 @@ class RuleQueue:
             QueueUrl=self.queue_url, AttributeNames=["QueueArn"]
         )["Attributes"]["QueueArn"]
         self.rule_name = name
-        self._events.put_rule(
+        rule_arn = self._events.put_rule(
             Name=name, EventBusName=event_bus_name, EventPattern=json.dumps(event_pattern)
+        )["RuleArn"]
+        self._sqs.set_queue_attributes(
+            QueueUrl=self.queue_url, Attributes={"Policy": _rule_may_send(self.queue_arn, rule_arn)}
         )
         self._events.put_targets(
             Rule=name, EventBusName=event_bus_name, Targets=[{"Id": "queue", "Arn": self.queue_arn}]
@@ -278,6 +282,18 @@ class RuleQueue:
             "eventSourceARN": self.queue_arn,
             "awsRegion": self.queue_arn.split(":")[3],
         }
+
+
+def _rule_may_send(queue_arn: str, rule_arn: str) -> str:
+    """Return the queue policy that lets EventBridge send on behalf of that rule only."""
+    statement = {
+        "Effect": "Allow",
+        "Principal": {"Service": "events.amazonaws.com"},
+        "Action": "sqs:SendMessage",
+        "Resource": queue_arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+    }
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
 
 
 def _lambda_message_attribute(value: Mapping[str, Any]) -> dict[str, Any]:

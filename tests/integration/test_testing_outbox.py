@@ -93,14 +93,18 @@ def test_a_table_without_a_stream_is_refused(idempotency_dynamodb_table: str) ->
 def test_a_rule_queue_gets_matching_events_and_returns_failed_ones(
     idempotency_dynamodb_table: str,
 ) -> None:
-    """Only what the pattern matches reaches the queue; settle deletes the handled message and
-    makes the failed one visible again; close removes the rule and the queue."""
+    """The queue lets EventBridge send for that rule only; only what the pattern matches reaches
+    it; settle deletes the handled message and makes the failed one visible again; close
+    removes the rule and the queue."""
     events = boto3.client("events")
     entries = [
         {"Source": SOURCE, "DetailType": "Kept", "Detail": json.dumps({"n": n})} for n in (1, 2)
     ]
     entries.append({"Source": "other", "DetailType": "Kept", "Detail": "{}"})
     with RuleQueue({"source": [SOURCE]}) as queue:
+        policy = boto3.client("sqs").get_queue_attributes(
+            QueueUrl=queue.queue_url, AttributeNames=["Policy"]
+        )["Attributes"]["Policy"]
         assert 0 == events.put_events(Entries=entries)["FailedEntryCount"]
         first = queue.receive()
         by_n = {json.loads(r["body"])["detail"]["n"]: r for r in first["Records"]}
@@ -109,6 +113,14 @@ def test_a_rule_queue_gets_matching_events_and_returns_failed_ones(
         queue.settle(second, {"batchItemFailures": []})
         assert {"Records": []} == queue.receive()
 
+    (statement,) = json.loads(policy)["Statement"]
+    rule_arn = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+    assert rule_arn.endswith(f"rule/{queue.rule_name}")
+    assert ({"Service": "events.amazonaws.com"}, "sqs:SendMessage", queue.queue_arn) == (
+        statement["Principal"],
+        statement["Action"],
+        statement["Resource"],
+    )
     assert [1, 2] == sorted(by_n)
     assert {("aws:sqs", queue.queue_arn)} == {
         (r["eventSource"], r["eventSourceARN"]) for r in first["Records"]
