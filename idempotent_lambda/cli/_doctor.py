@@ -14,16 +14,17 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, replace
 from typing import Any
 from urllib.parse import unquote
 
 from idempotent_lambda.cli import _answers
 from idempotent_lambda.cli._answers import ask
+from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
+from idempotent_lambda.cli._doctor_outbox import outbox_checks
 from idempotent_lambda.cli._output import CliError, Screen, escape_text
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 #: What a batch handler loses without each batch action (it still works, at more requests).
@@ -32,22 +33,10 @@ BATCH_ACTIONS = {
     "dynamodb:BatchWriteItem": "batch handlers write each completion with a PutItem of its own "
     "(about two requests per record instead of one)",
 }
-#: Stream views the outbox publisher works with.
-OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 MREC_WARNING = (
     "multi-Region eventual consistency (MREC): two Regions can both run one request; "
     "use MRSC or route each key to one Region"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    """One finding: what was checked, how it stands, and what to do about it."""
-
-    check: str
-    status: str
-    detail: str
-    fix: str | None = None
 
 
 def key_schema(table: Mapping[str, Any], key_attr: str, sort_key_attr: str | None) -> Check:
@@ -227,39 +216,6 @@ def permissions(statements: Iterable[Mapping[str, Any]], table_arn: str, role: s
     return checks
 
 
-def stream(
-    table: Mapping[str, Any], *, asked: bool, has_outbox: Callable[[], bool]
-) -> Check | None:
-    """The table's stream carries outbox items to `outbox.publish_handler`.
-
-    Checked when ``asked`` (``--outbox``) or when the table holds outbox items (``has_outbox``
-    is only called when the stream does not suffice); None: not checked.
-    """
-    spec = table.get("StreamSpecification") or {}
-    view = spec.get("StreamViewType")
-    enable = (
-        "aws dynamodb update-table --table-name <table> --stream-specification "
-        "StreamEnabled=true,StreamViewType=NEW_IMAGE"
-    )
-    then = ", then point publish_handler's event source mapping at the new stream"
-    if spec.get("StreamEnabled") and view in OUTBOX_VIEWS:
-        return Check("outbox stream", OK, f"stream enabled ({view})")
-    if not asked and not has_outbox():
-        return None
-    if not spec.get("StreamEnabled"):
-        return Check(
-            "outbox stream", FAIL, "no stream: outbox events are never published", enable + then
-        )
-    return Check(
-        "outbox stream",
-        FAIL,
-        f"the stream's view is {view}; the publisher's filter reads NEW_IMAGE",
-        "a stream's view cannot change: disable the stream (StreamEnabled=false), then "
-        + enable
-        + then,
-    )
-
-
 def _role_checks(args: argparse.Namespace, client: Any, table_arn: str) -> list[Check]:
     """`permissions` of ``--role`` (or ``--function``'s role); a refused read is a finding."""
     from botocore.exceptions import ClientError
@@ -311,8 +267,6 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     checks += recovery(backups, table)
     checks.append(_capacity_of(args, client, table))
     checks.append(global_table(table))
-    from idempotent_lambda.cli._doctor_outbox import outbox_checks
-
     checks += outbox_checks(args, table)
     checks += _role_checks(args, client, table["TableArn"])
     for found in checks:

@@ -8,13 +8,15 @@ not the end of the run: the other checks go on.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from idempotent_lambda.cli._doctor import FAIL, OK, WARN, Check, stream
+from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 
+#: Stream views the outbox publisher works with.
+OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 #: An unpublished event older than this means neither the stream's publisher nor the sweeper
 #: is publishing (the sweeper's default schedule is every 5 minutes).
 STALE_SECONDS = 15 * 60
@@ -62,6 +64,39 @@ def outbox_checks(args: argparse.Namespace, table: Mapping[str, Any]) -> list[Ch
     if index is not None:
         checks.append(_backlog(store))
     return checks
+
+
+def stream(
+    table: Mapping[str, Any], *, asked: bool, has_outbox: Callable[[], bool]
+) -> Check | None:
+    """The table's stream carries outbox items to `outbox.publish_handler`.
+
+    Checked when ``asked`` (``--outbox``) or when the table holds outbox items (``has_outbox``
+    is only called when the stream does not suffice); None: not checked.
+    """
+    spec = table.get("StreamSpecification") or {}
+    view = spec.get("StreamViewType")
+    enable = (
+        "aws dynamodb update-table --table-name <table> --stream-specification "
+        "StreamEnabled=true,StreamViewType=NEW_IMAGE"
+    )
+    then = ", then point publish_handler's event source mapping at the new stream"
+    if spec.get("StreamEnabled") and view in OUTBOX_VIEWS:
+        return Check("outbox stream", OK, f"stream enabled ({view})")
+    if not asked and not has_outbox():
+        return None
+    if not spec.get("StreamEnabled"):
+        return Check(
+            "outbox stream", FAIL, "no stream: outbox events are never published", enable + then
+        )
+    return Check(
+        "outbox stream",
+        FAIL,
+        f"the stream's view is {view}; the publisher's filter reads NEW_IMAGE",
+        "a stream's view cannot change: disable the stream (StreamEnabled=false), then "
+        + enable
+        + then,
+    )
 
 
 def index_check(index: Mapping[str, Any] | None) -> Check:

@@ -41,7 +41,7 @@ PUBLISHER_METHODS = {"outbox_items", "outbox_mark_published"}
 #: The store method the sweeper adds (`outbox.sweep_handler`): it reads the index.
 SWEEPER_METHODS = {"outbox_pending_keys"}
 #: The store methods only operators call (the CLI, with their own credentials).
-OPERATOR_METHODS = {"outbox_find", "outbox_scan", "_outbox_pages"}
+OPERATOR_METHODS = {"outbox_find", "outbox_scan", "outbox_probe", "_outbox_pages"}
 #: The one function that emits (outbox.emit), and a record key and event id of its.
 EMITTER = "CreateOrderFunction"
 EVENT_ID = str(uuid.uuid4())

@@ -128,39 +128,37 @@ class OutboxMethods:
             each key that could not be read, by `key_ident`.
         """
         unique = list({key_ident(key): key for key in keys}.values())
+        parts = [unique[n : n + _BATCH_GET_LIMIT] for n in range(0, len(unique), _BATCH_GET_LIMIT)]
         found: list[Mapping[str, Any]] = []
         failed: dict[str, IdempotencyPersistenceLayerError] = {}
-        for start in range(0, len(unique), _BATCH_GET_LIMIT):
-            chunk = unique[start : start + _BATCH_GET_LIMIT]
+        while parts:
+            part = parts.pop(0)
+            got: list[Mapping[str, Any]] = []
+            pending: Any = {self.table_name: {"Keys": part, "ConsistentRead": True}}
             try:
-                found.extend(self._batch_get(chunk))
-            except IdempotencyPersistenceLayerError as exc:
-                if len(chunk) == 1:
-                    failed[key_ident(chunk[0])] = exc
+                for attempt in range(_BATCH_GET_ATTEMPTS):
+                    if attempt:
+                        time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
+                    with self._request("BatchGetItem") as client:
+                        response = client.batch_get_item(RequestItems=pending)
+                    got.extend(response.get("Responses", {}).get(self.table_name, ()))
+                    pending = response.get("UnprocessedKeys") or {}
+                    if not pending.get(self.table_name, {}).get("Keys"):
+                        break
+                else:
+                    throttled = IdempotencyPersistenceLayerError(
+                        "DynamoDB left outbox keys unprocessed after retries (throttled)"
+                    )
+                    failed.update((key_ident(key), throttled) for key in part)  # no split
                     continue
-                for key in chunk:
-                    try:
-                        found.extend(self._batch_get([key]))
-                    except IdempotencyPersistenceLayerError as single:
-                        failed[key_ident(key)] = single
+            except IdempotencyPersistenceLayerError as exc:
+                if len(part) > 1:  # refused whole: read each key alone to find those to blame
+                    parts[:0] = [[key] for key in part]
+                else:
+                    failed[key_ident(part[0])] = exc
+                continue
+            found.extend(got)
         return found, failed
-
-    def _batch_get(self, keys: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """Read up to 100 keys with one consistent ``BatchGetItem`` (and its retries)."""
-        found: list[Mapping[str, Any]] = []
-        pending: Any = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(_BATCH_GET_ATTEMPTS):
-            if attempt:
-                time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
-            with self._request("BatchGetItem") as client:
-                response = client.batch_get_item(RequestItems=pending)
-            found.extend(response.get("Responses", {}).get(self.table_name, ()))
-            pending = response.get("UnprocessedKeys") or {}
-            if not pending.get(self.table_name, {}).get("Keys"):
-                return found
-        raise IdempotencyPersistenceLayerError(
-            "DynamoDB left outbox keys unprocessed after retries (throttled)"
-        )
 
     def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
         """Record the event at ``key`` as published: a conditional ``UpdateItem``.
