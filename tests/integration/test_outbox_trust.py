@@ -223,7 +223,9 @@ def test_an_item_that_cannot_be_parsed_fails_alone_and_the_cli_shows_no_tracebac
     assert [good] == [event for event, _ in delivered(stack)]
     assert 1 <= len(answer["batchItemFailures"])
     table = ["--table", stack.table, "--endpoint-url", stack.endpoint]
+    capsys.readouterr()
     assert 0 == main(["outbox", "list", *table])
+    assert f"unreadable outbox item, event {bad_id}" in capsys.readouterr().err
     assert 2 == main(["outbox", "republish", *table, bad_id])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
