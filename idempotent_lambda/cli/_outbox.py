@@ -19,6 +19,7 @@ from idempotent_lambda.cli._output import (
 )
 from idempotent_lambda.cli._records import client_from, store_from
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.outbox._event import event_id
 
 LIST_HEADERS = ("EVENT ID", "DETAIL TYPE", "SOURCE", "BUS", "EMITTED", "AGE", "PUBLISHED")
 
@@ -26,10 +27,9 @@ LIST_HEADERS = ("EVENT ID", "DETAIL TYPE", "SOURCE", "BUS", "EMITTED", "AGE", "P
 def list_events(args: argparse.Namespace, screen: Screen) -> int:
     """`outbox list`: print unpublished events (all with ``--all``), oldest first, with age."""
     now = SYSTEM_CLOCK.now_ms()
-    events = sorted(
-        (event for event, _ in store_from(args).outbox_scan(unpublished_only=not args.all)),
-        key=lambda event: event.emitted_at_ms,
-    )
+    unreadable: list[dict[str, Any]] = []
+    scan = store_from(args).outbox_scan(unpublished_only=not args.all, unreadable=unreadable)
+    events = sorted((event for event, _ in scan), key=lambda event: event.emitted_at_ms)
     rows = Rows(screen, LIST_HEADERS)
     for event in events:
         age_ms = max(0, now - event.emitted_at_ms)
@@ -61,6 +61,8 @@ def list_events(args: argparse.Namespace, screen: Screen) -> int:
     if not args.json:
         kind = "event" if args.all else "unpublished event"
         screen.note(f"{len(events)} {kind}{'' if len(events) == 1 else 's'}")
+    for key in unreadable:  # the publisher fails their records; nothing can publish them
+        screen.note(f"unreadable outbox item, event {event_id(key)}: see the publisher's log")
     return OK
 
 

@@ -18,8 +18,10 @@ def handler(event, context):
 ```
 
 `publish_handler` is the Lambda handler of the table's DynamoDB Stream that puts those events
-on EventBridge. Every published event carries its id at ``detail.outbox.id``, where
-`idempotent_lambda.event_keys.OUTBOX_EVENT` finds it for a consumer's idempotency. The Outbox
+on EventBridge; `sweep_handler`, run on a schedule, publishes those no stream record brought.
+Every published event carries its id at ``detail.outbox.id``, where
+`idempotent_lambda.event_keys.OUTBOX_EVENT` finds it (with the event's account and source) for
+a consumer's idempotency. The Outbox
 guide tells the guarantee end to end, its one remaining window, ordering and cost.
 """
 

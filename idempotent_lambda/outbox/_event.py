@@ -25,7 +25,7 @@ from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError, IdempotencyTransactionError
 
-#: Between the record's key and the event id in an outbox item's key.
+#: Between the record's key and the slot in an outbox item's key.
 KEY_MARK = "#outbox#"
 _KEY = re.compile(r"(?:^|#)outbox#[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 #: Namespace of the UUIDv5 event ids (a stored format: never change it).

@@ -16,7 +16,7 @@ import pytest
 from idempotent_lambda import IdempotencyConfig, idempotent
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import OUTBOX_INDEX, emit, publish_handler, sweep_handler
-from idempotent_lambda.outbox._event import event_id, item_key
+from idempotent_lambda.outbox._event import OutboxEvent, event_id, item_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.testing import ManualClock
 from tests.integration._deny_proxy import deny_proxy, leading_keys
@@ -223,7 +223,9 @@ def test_an_item_that_cannot_be_parsed_fails_alone_and_the_cli_shows_no_tracebac
     assert [good] == [event for event, _ in delivered(stack)]
     assert 1 <= len(answer["batchItemFailures"])
     table = ["--table", stack.table, "--endpoint-url", stack.endpoint]
+    capsys.readouterr()
     assert 0 == main(["outbox", "list", *table])
+    assert f"unreadable outbox item, event {bad_id}" in capsys.readouterr().err
     assert 2 == main(["outbox", "republish", *table, bad_id])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
@@ -438,3 +440,23 @@ def test_a_publisher_without_tracing_passes_on_only_a_w3c_traceparent(
     assert {"batchItemFailures": []} == publish({"Records": stack.stream_records()}, None)
     ((message,),) = [stack.received()]
     assert sent == json.loads(message["Body"])["detail"]["outbox"].get("traceparent")
+
+
+def test_an_event_that_cannot_become_an_entry_fails_alone_and_every_span_ends(
+    stack: OutboxStack, traces: Any
+) -> None:
+    """An entry that cannot be built (an emit time no datetime holds) fails with its own error
+    code; the other event goes out; both publication spans end, the failed one in error."""
+    from opentelemetry.trace import StatusCode
+
+    from idempotent_lambda.outbox._publisher import Publisher
+
+    publisher = Publisher(store_on(stack), events_client=stack.events, metrics=quiet_metrics())
+    good = OutboxEvent("1" * 36, "Good", "{}", SOURCE, stack.bus, 1_700_000_000_000)
+    bad = OutboxEvent("2" * 36, "Bad", "{}", SOURCE, stack.bus, 10**20)
+    published, errors = publisher.publish([good, bad])
+    assert [good] == published
+    assert ["InvalidEntry:"] == [code[: len("InvalidEntry:")] for code in errors.values()]
+    assert StatusCode.UNSET == traces.named("outbox publish Good").status.status_code
+    assert StatusCode.ERROR == traces.named("outbox publish Bad").status.status_code
+    assert 1 == len(stack.received())

@@ -216,13 +216,18 @@ class OutboxMethods:
         return any(self.outbox_key(item) is not None for item in pages)
 
     def outbox_scan(
-        self, *, unpublished_only: bool = True, limit: int | None = None
+        self,
+        *,
+        unpublished_only: bool = True,
+        limit: int | None = None,
+        unreadable: list[dict[str, Any]] | None = None,
     ) -> Iterator[tuple[OutboxEvent, dict[str, Any]]]:
         """Yield the table's outbox events and their items' keys (operators: ``Scan``, or
         ``Query`` in composite mode).
 
-        Items that are not readable outbox items are left out. ``limit`` stops after the first
-        page, of that many items read.
+        Items that are not readable outbox items are left out (their keys are added to
+        ``unreadable`` when it is given). ``limit`` stops after the first page, of that many
+        items read.
         """
         names = {"#emitted": EMITTED_AT}
         condition = "attribute_exists(#emitted)"
@@ -236,6 +241,8 @@ class OutboxMethods:
             try:
                 event = OutboxEvent.from_item(item, key)
             except IdempotencyCorruptRecordError:
+                if unreadable is not None:
+                    unreadable.append(key)
                 continue
             yield event, key
 
