@@ -114,6 +114,8 @@ class IdempotentFunction:
         execution: The durable execution every call belongs to (a durable step's), if any.
         span_name: What a call's span is named after (``idempotency <span_name>``); the
             function's name when None.
+        key_prefix: What gives the function's key prefix: a body run without a record writes
+            its outbox events under it (inside the function's grant).
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -131,8 +133,10 @@ class IdempotentFunction:
         key_source: str | None = None,
         execution: str | None = None,
         span_name: str | None = None,
+        key_prefix: Callable[[], str] | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
+        self.key_prefix = key_prefix
         self.config = config
         self.function_name = function_name
         self.span_name = span_name or function_name
@@ -261,7 +265,8 @@ class IdempotentFunction:
         A result the adapter would not store (``store_result_if``) discards them, as it would
         if the call were recorded.
         """
-        binding = open_transaction(self.store)
+        prefix = self.key_prefix() if self.key_prefix is not None else None
+        binding = open_transaction(self.store, key_prefix=prefix)
         try:
             result = yield RUN_BODY
         finally:
@@ -470,7 +475,8 @@ class IdempotentFunction:
         stays IN_PROGRESS for the body to run again.
         """
         started = perf_counter()
-        transaction = open_transaction(self.store, inv.key)  # current_transaction() in the body
+        # current_transaction() in the body; the outbox keys its events under the claim
+        transaction = open_transaction(self.store, inv.key, claim=inv.owner)
         try:
             result = yield RUN_BODY
         except BaseException as exc:

@@ -107,6 +107,7 @@ class Entry:
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
         adapter: str | None = None,
+        key_prefix: Callable[[], str] | None = None,
     ) -> IdempotentFunction:
         """Build ``function``'s engine (see `IdempotentFunction` for the arguments).
 
@@ -125,6 +126,7 @@ class Entry:
             on_replay=on_replay,
             key_source=key_source,
             span_name=span_name if adapter is None else f"{adapter} {span_name}",
+            key_prefix=key_prefix,
         )
 
 

@@ -160,6 +160,7 @@ def step(
         function_name=f"durable step {name}",
         serializer=NoOpSerializer(),
         execution=run.arn,
+        key_prefix=lambda: prefix,
     )
 
     def derive(lease: LambdaContextLike | None) -> Invocation | None:

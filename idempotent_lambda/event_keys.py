@@ -15,10 +15,12 @@ could repeat for two different events:
   transitions) find no key: they run without idempotency, or fail with
   `raise_on_no_idempotency_key=True`, rather than share one key per object.
 - `OUTBOX_EVENT`: the id `idempotent_lambda.outbox.emit` returned, which the outbox publisher
-  puts at `detail.outbox.id`. It is the same when the publisher sends the event twice (a crash
-  between `PutEvents` and marking it published), while EventBridge's own `id` differs. It is
-  found in the event itself (a rule invoking Lambda) and in an SQS message's body (a rule
-  targeting a queue, under `idempotent_sqs_handler`).
+  puts at `detail.outbox.id`, with the event's `account` and `source`. The id is the same when
+  the publisher sends the event twice (a crash between `PutEvents` and marking it published),
+  while EventBridge's own `id` differs; the account and source keep an event put by another
+  account, or under another source, from ever sharing a key with a real one. It is found in
+  the event itself (a rule invoking Lambda) and in an SQS message's body (a rule targeting a
+  queue, under `idempotent_sqs_handler`); an event without an outbox id has no key.
 - `STEP_FUNCTIONS_TASK`: `execution_id` and `state_name`, which the task state passes in its
   payload (`$$.Execution.Id` and `$$.State.Name`). A retry of the state keeps both; a new
   execution has a new id. The retry count is never part of the key.
@@ -64,8 +66,12 @@ S3 = (
     "[Records[0].s3.bucket.name, Records[0].s3.object.key, Records[0].s3.object.sequencer]"
 )
 
-#: An outbox event: its outbox id, in the EventBridge event or in an SQS message's body.
-OUTBOX_EVENT = "detail.outbox.id || powertools_json(body).detail.outbox.id"
+#: An outbox event: its outbox id, account and source, in the EventBridge event or in an SQS
+#: message's body. (``x && [...]``: a list of nulls is truthy in JMESPath, so no id, no key.)
+OUTBOX_EVENT = (
+    "detail.outbox.id && [detail.outbox.id, account, source] || "
+    "((body && powertools_json(body)) | detail.outbox.id && [detail.outbox.id, account, source])"
+)
 
 #: A Step Functions task state's payload: the execution's id and the state's name.
 STEP_FUNCTIONS_TASK = "execution_id && state_name && [execution_id, state_name]"

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import boto3
 
+from idempotent_lambda.testing import TableStream
 from samples.answers import expect_duplicates, explain_answers
 from samples.local_lambda import (
     FailNextCommit,
     Handler,
     KillAfterPutEvents,
     QueueReader,
-    StreamReader,
     as_ttl_removal,
     filter_records,
     http_api_event,
@@ -71,6 +71,8 @@ FUNCTIONS = {
 }
 #: The outbox's publisher: no idempotency record of its own (it marks outbox items published).
 PUBLISHER = ("PublishEventsFunction", "samples.app.publish_events")
+#: The outbox's sweeper, run on a schedule: it publishes what the stream did not bring.
+SWEEPER = ("SweepOutboxFunction", "samples.app.sweep_outbox")
 
 
 class Transcript:
@@ -284,7 +286,7 @@ class LocalApp:
     buckets: dict[str, str]
     s3: Any
     environment: dict[str, str]
-    stream: StreamReader
+    stream: TableStream
     decisions: DecisionLog
     requests: RequestCounter
     run_id: str
@@ -377,7 +379,7 @@ class Outbox:
         fail_commit: Fails the next transaction of a function (after its body ran).
     """
 
-    stream: StreamReader
+    stream: TableStream
     filters: list[str]
     queue: QueueReader
     kill: KillAfterPutEvents
@@ -446,7 +448,7 @@ def build_app(
     kill = KillAfterPutEvents(aws.SESSION)
     fail_commit = FailNextCommit(aws.SESSION)
     modules = {function: module for function, (module, _) in FUNCTIONS.items()}
-    modules[PUBLISHER[0]] = PUBLISHER[1]
+    modules.update((PUBLISHER, SWEEPER))
     handlers = {function: load_handler(f"{module}.handler") for function, module in modules.items()}
     outbox = None
     if sqs is not None:
@@ -454,7 +456,7 @@ def build_app(
             "Table"
         ]["LatestStreamArn"]
         outbox = Outbox(
-            stream=StreamReader(streams, idempotency_stream),
+            stream=TableStream(idempotency_stream, client=streams),
             filters=outbox_filters(template),
             queue=QueueReader(sqs, stack.queues["OrderEventsQueue"]),
             kill=kill,
@@ -467,7 +469,7 @@ def build_app(
         buckets=stack.buckets,
         s3=s3,
         environment=environment,
-        stream=StreamReader(streams, stream_arn),
+        stream=TableStream(stream_arn, client=streams),
         decisions=DecisionLog(),
         requests=requests,
         run_id=uuid.uuid4().hex[:8],

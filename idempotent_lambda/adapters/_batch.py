@@ -207,7 +207,12 @@ class _BatchHandler(Generic[RecordT]):
         self.function = function
         self.is_async = is_async(function)
         self.prefix = entry.prefix(function)
-        self.call = entry.engine(function, resolve_serializer(None, function), adapter=source.name)
+        self.call = entry.engine(
+            function,
+            resolve_serializer(None, function),
+            adapter=source.name,
+            key_prefix=self.prefix,
+        )
         self.config = entry.config
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms

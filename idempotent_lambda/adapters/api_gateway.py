@@ -146,6 +146,7 @@ def idempotent_http(
             on_replay=lambda response, _record: _Replayed(response),
             key_source=_key_source(header_name, entry.config),
             adapter="http",
+            key_prefix=prefix,
         )
         reader = IdentityReader(
             store=entry.store,

@@ -242,6 +242,7 @@ def create_table(args: argparse.Namespace, screen: Screen) -> int:
         sort_key_attr=args.sort_key_attr,
         expiry_attr=args.expiry_attr,
         wait=not args.no_wait,
+        outbox=args.outbox,
     )
     summary = {
         "table": args.table,

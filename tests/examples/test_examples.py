@@ -65,7 +65,7 @@ def examples_endpoint() -> Iterator[str]:
             "aws_secret_access_key": "testing",
         }
         client = boto3.client("dynamodb", **options)
-        create_idempotency_table(client, table_name="IdempotencyTable")
+        create_idempotency_table(client, table_name="IdempotencyTable", outbox=True)
         for table, key in (("orders", "order_id"), ("stock", "sku"), ("order_views", "order_id")):
             client.create_table(
                 TableName=table,
@@ -588,67 +588,58 @@ def run_outbox(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Emit with the order, publish from the table's stream, consume from a rule's queue."""
-    from tests.integration._outbox_stack import lambda_shape
+    from idempotent_lambda.testing import RuleQueue, TableStream
 
-    for service in ("EVENTBRIDGE", "SQS", "DYNAMODBSTREAMS"):
+    for service in ("EVENTBRIDGE", "SQS", "DYNAMODB_STREAMS"):
         monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", aws)
-    dynamodb, events, sqs = (boto3.client(name) for name in ("dynamodb", "events", "sqs"))
+    dynamodb = boto3.client("dynamodb")
     table = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]
     if not table.get("StreamSpecification", {}).get("StreamEnabled"):
         dynamodb.update_table(
             TableName="IdempotencyTable",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
         )
-    stream_arn = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]["LatestStreamArn"]
-    queue_url = sqs.create_queue(QueueName=f"order-created-{event_id()}")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    rule = f"order-created-{event_id()}"
-    pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
-    events.put_rule(Name=rule, EventPattern=json.dumps(pattern))
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    stream = TableStream.of_table("IdempotencyTable")
     publisher = load_example("outbox/publisher.py")
     consumer = load_example("outbox/consumer.py")
-    try:
+    sweeper = load_example("outbox/sweeper.py")
+    pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
+    with RuleQueue(pattern) as queue:
         order = {"order_id": event_id(), "total": "25.00"}
         first = module.handler(order, FakeLambdaContext())
         assert first == module.handler(order, FakeLambdaContext())  # a retry: one event
-        streams = boto3.client("dynamodbstreams", endpoint_url=aws)
-        records = []
-        for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
-            iterator = streams.get_shard_iterator(
-                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            records += [
-                lambda_shape(r, stream_arn)
-                for r in streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
-            ]
-        ours = [
-            r
-            for r in records
-            if r["dynamodb"]["Keys"]["id"]["S"].endswith("#outbox#" + first["event_id"])
-        ]
-        assert 1 == len(ours)
-        for _ in range(2):  # the stream delivers the record again: still one event
-            assert {"batchItemFailures": []} == publisher.handler({"Records": ours}, None)
-        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+        batch = stream.next_event()
+        for _ in range(2):  # the stream delivers the records again: still one event
+            assert {"batchItemFailures": []} == publisher.handler(batch, None)
+        delivered = queue.receive()
         assert [first["event_id"]] == [
-            json.loads(m["Body"])["detail"]["outbox"]["id"] for m in messages
+            json.loads(r["body"])["detail"]["outbox"]["id"] for r in delivered["Records"]
         ]
-        batch = sqs_batch(
-            records=[{"body": m["Body"], "message_id": m["MessageId"]} for m in messages],
-            queue_arn=queue_arn,
-        )
         capsys.readouterr()
         for _ in range(2):  # SQS delivers the message again: one confirmation
-            assert {"batchItemFailures": []} == consumer.handler(batch, FakeLambdaContext())
+            assert {"batchItemFailures": []} == consumer.handler(delivered, FakeLambdaContext())
         assert [
             f"confirmation sent for {order['order_id']}"
         ] == capsys.readouterr().out.splitlines()
-    finally:
-        events.remove_targets(Rule=rule, Ids=["queue"])
-        events.delete_rule(Name=rule)
+        queue.settle(delivered, {"batchItemFailures": []})
+        # an order whose stream record never reaches the publisher, emitted 10 minutes ago
+        late = module.handler({"order_id": event_id(), "total": "5.00"}, FakeLambdaContext())
+        (key,) = [
+            r["dynamodb"]["Keys"]
+            for r in stream.read()
+            if r["dynamodb"].get("NewImage", {}).get("outbox_id") == {"S": late["event_id"]}
+        ]
+        dynamodb.update_item(
+            TableName="IdempotencyTable",
+            Key=key,
+            UpdateExpression="SET outbox_emitted_at = outbox_emitted_at - :ten_minutes",
+            ExpressionAttributeValues={":ten_minutes": {"N": "600000"}},
+        )
+        answer = sweeper.handler({}, FakeLambdaContext())
+        assert (1, 0) == (answer["due"], answer["failed"])
+        assert [late["event_id"]] == [
+            json.loads(r["body"])["detail"]["outbox"]["id"] for r in queue.receive()["Records"]
+        ]
 
 
 def run_ordered_consumer(module: ModuleType) -> None:
@@ -708,7 +699,7 @@ RUNNERS: dict[str, Callable[..., None]] = {
     **RECIPES,
 }
 #: Examples that a runner above loads and runs with the one it is given.
-RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
+RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py", "outbox/sweeper.py"]
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
     "testing/test_handler.py",
@@ -720,6 +711,7 @@ TEST_MODULES = [
     "testing/test_table_stream.py",
     "http/test_create_order.py",
     "durable/test_order_workflow.py",
+    "outbox/test_whole_path.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]

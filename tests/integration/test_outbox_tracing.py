@@ -21,8 +21,8 @@ from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.outbox import emit, publish_handler
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
-from idempotent_lambda.testing import FakeLambdaContext
-from samples.local_lambda import StreamReader, redelivered, sqs_event, sqs_message, stream_event
+from idempotent_lambda.testing import FakeLambdaContext, TableStream
+from samples.local_lambda import redelivered, sqs_event, sqs_message, stream_event
 from tests._otel import Traces, is_child
 from tests.integration._outbox_stack import client
 
@@ -44,7 +44,7 @@ def wiring(dynamodb_endpoint: str, dynamodb_client: Any, idempotency_table: str)
     ]["QueueArn"]
     events.put_rule(Name=name, EventPattern=json.dumps({"source": ["shop.orders"]}))
     events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": queue_arn}])
-    reader = StreamReader(client("dynamodbstreams", dynamodb_endpoint), stream)
+    reader = TableStream(stream, client=client("dynamodbstreams", dynamodb_endpoint))
     yield reader, sqs, queue_url, queue_arn, events
     events.remove_targets(Rule=name, Ids=["queue"])
     events.delete_rule(Name=name)

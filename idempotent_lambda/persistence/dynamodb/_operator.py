@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -269,6 +270,7 @@ def create_idempotency_table(
     sort_key_attr: str | None = None,
     expiry_attr: str = "expiration",
     wait: bool = True,
+    outbox: bool = False,
 ) -> bool:
     """Create an on-demand table laid out for `DynamoDBPersistenceLayer`, with TTL on expiry.
 
@@ -286,6 +288,8 @@ def create_idempotency_table(
         sort_key_attr: Sort key attribute (type S), for the store's composite-key mode.
         expiry_attr: The store's ``expiry_attr``, made the table's TTL attribute.
         wait: Block until the table is ACTIVE.
+        outbox: Also create the sparse index of unpublished outbox events that
+            `idempotent_lambda.outbox.sweep_handler` reads (``OUTBOX_INDEX``).
 
     Returns:
         True when the table was created, False when it existed already.
@@ -305,12 +309,29 @@ def create_idempotency_table(
         key_schema.append({"AttributeName": sort_key_attr, "KeyType": "RANGE"})
         attributes.append({"AttributeName": sort_key_attr, "AttributeType": "S"})
     created = True
+    indexes: dict[str, Any] = {}
+    if outbox:
+        attributes += [
+            {"AttributeName": PENDING, "AttributeType": "S"},
+            {"AttributeName": EMITTED_AT, "AttributeType": "N"},
+        ]
+        indexes["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": OUTBOX_INDEX,
+                "KeySchema": [
+                    {"AttributeName": PENDING, "KeyType": "HASH"},
+                    {"AttributeName": EMITTED_AT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ]
     try:
         client.create_table(
             TableName=table_name,
             KeySchema=key_schema,
             AttributeDefinitions=attributes,
             BillingMode="PAY_PER_REQUEST",
+            **indexes,
         )
     except client.exceptions.ResourceInUseException:
         logger.debug("table %s already exists", table_name)
