@@ -14,7 +14,7 @@ DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
 .PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
-	simulate soak simulate-mutants
+	stepfunctions-tools simulate soak simulate-mutants
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,7 @@ typecheck: $(STAMP)
 
 # SAMPLE_COPY_SAM: tests/functional/test_sample_copy.py builds a copy of the sample stack with
 # this sam (template-check installed it) instead of skipping for want of one.
-test: lint typecheck docs-check package-check dynalite template-check cdk-check
+test: lint typecheck docs-check package-check dynalite stepfunctions-tools template-check cdk-check
 	$(BIN)/coverage erase
 	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
@@ -81,6 +81,20 @@ $(DYNALITE_STAMP):
 	elif npm install --prefix .cache/dynalite --no-save --no-audit --no-fund --loglevel=error \
 		dynalite@$(DYNALITE_VERSION); then touch $@; \
 	else echo "dynalite could not be installed: its tests will skip" >&2; fi
+
+# asl-validator and jsonata (npm, with the jsonpath-plus that asl-validator uses): the Step
+# Functions recipe's test validates examples/step_functions/*.asl.json and evaluates the payloads
+# of their task states (tests/examples/_step_functions.py). Installed once per set of versions
+# into .cache/; without npm its test skips and says so, and a failed install fails here.
+STEPFUNCTIONS_TOOLS := asl-validator@4.0.0 jsonata@2.2.2 jsonpath-plus@10.3.0
+STEPFUNCTIONS_STAMP := .cache/stepfunctions/.installed-asl4.0.0-jsonata2.2.2-jsonpath10.3.0
+
+stepfunctions-tools: $(STEPFUNCTIONS_STAMP)
+
+$(STEPFUNCTIONS_STAMP):
+	@if ! command -v npm >/dev/null; then echo "npm not found: the Step Functions recipe's test will skip" >&2; \
+	else npm install --prefix .cache/stepfunctions --no-save --no-audit --no-fund --loglevel=error \
+		$(STEPFUNCTIONS_TOOLS) && touch $@; fi
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.

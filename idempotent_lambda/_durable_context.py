@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 #: The longest a durable execution may run (its ExecutionTimeout is at most 366 days): the lease
@@ -21,6 +22,11 @@ _SDK_EXCEPTIONS = "aws_durable_execution_sdk_python.exceptions"
 #: The ``DurableContext`` of the durable handler or step running in this thread or task.
 _running: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "idempotent_lambda_durable_context", default=None
+)
+#: The releases `idempotent_lambda.durable.ClaimsPlugin` holds until its invocation's final
+#: status is known; None when no such plugin serves the invocation running in this context.
+_held: contextvars.ContextVar[list[Callable[[bool], None]] | None] = contextvars.ContextVar(
+    "idempotent_lambda_durable_held_releases", default=None
 )
 
 
@@ -86,6 +92,42 @@ def keeps_claim(error: BaseException) -> bool:
     if context is None:
         return is_suspension(error)
     return not ends_execution(error, context)
+
+
+def hold_release(settle: Callable[[bool], None], owner: str | None) -> bool:
+    """Leave a released claim's fate to the invocation's final status, when a plugin waits for it.
+
+    With `idempotent_lambda.durable.ClaimsPlugin` registered, the release of a claim of the
+    durable execution itself (``owner`` is the execution's, `DurableRun.owner`) whose body
+    raised an execution-ending error waits for the invocation to end: ``settle(True)`` then
+    releases it (the execution is over), ``settle(False)`` keeps it (the SDK answered PENDING
+    or RETRY, so the execution goes on). Returns False, holding nothing, when no plugin serves
+    this invocation, or the claim is one invocation's (a step's, a nested function's): no
+    other execution can need those, and holding one would only stall this execution's retry.
+    """
+    held = _held.get()
+    run = durable_run_of(_running.get())
+    if held is None or run is None or run.owner != owner:
+        return False
+    held.append(settle)
+    return True
+
+
+def start_holding() -> contextvars.Token[list[Callable[[bool], None]] | None]:
+    """Make `hold_release` hold releases for the invocation about to run in this context."""
+    return _held.set([])
+
+
+def stop_holding(
+    token: contextvars.Token[list[Callable[[bool], None]] | None],
+) -> list[Callable[[bool], None]]:
+    """Undo `start_holding`; return the releases held since, in the order they were held."""
+    held = _held.get() or []
+    try:
+        _held.reset(token)
+    except ValueError:  # another context: hold nothing more in this one
+        _held.set(None)
+    return held
 
 
 def ends_execution(error: BaseException, context: Any) -> bool:

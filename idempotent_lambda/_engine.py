@@ -13,6 +13,7 @@ In reading order: `call`/`acall` → `enter` → `flow` (local cache, claim, `_w
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -26,6 +27,7 @@ from idempotent_lambda._durable_context import (
     DurableRun,
     durable_run_of,
     enter_durable,
+    hold_release,
     in_durable,
     keeps_claim,
     leave_durable,
@@ -110,6 +112,10 @@ class IdempotentFunction:
         on_replay: Adapters' hook, applied to replayed results after ``config.response_hook``.
         key_source: What reads the key, named when it finds none (default: `key_source_of`).
         execution: The durable execution every call belongs to (a durable step's), if any.
+        span_name: What a call's span is named after (``idempotency <span_name>``); the
+            function's name when None.
+        key_prefix: What gives the function's key prefix: a body run without a record writes
+            its outbox events under it (inside the function's grant).
 
     Raises:
         IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
@@ -126,10 +132,14 @@ class IdempotentFunction:
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
         execution: str | None = None,
+        span_name: str | None = None,
+        key_prefix: Callable[[], str] | None = None,
     ) -> None:
         self.store = store_for_format(store, config.record_format)
+        self.key_prefix = key_prefix
         self.config = config
         self.function_name = function_name
+        self.span_name = span_name or function_name
         self.cache = LocalCache(config.local_cache_max_items) if config.use_local_cache else None
         self.reporter = Reporter(function_name, config.decision_hook, config.logger, execution)
         self._to_dict = serializer.to_dict
@@ -180,7 +190,13 @@ class IdempotentFunction:
         flow = self._enter(context, derive, known)
         if derive is None:
             return flow
-        return traced(flow, self.function_name, self.config.record_format, carrier=carrier)
+        return traced(
+            flow,
+            self.function_name,
+            self.config.record_format,
+            name=self.span_name,
+            carrier=carrier,
+        )
 
     def _enter(
         self, context: Any, derive: Derive | None, known: IdempotencyRecord | None = None
@@ -249,7 +265,8 @@ class IdempotentFunction:
         A result the adapter would not store (``store_result_if``) discards them, as it would
         if the call were recorded.
         """
-        binding = open_transaction(self.store)
+        prefix = self.key_prefix() if self.key_prefix is not None else None
+        binding = open_transaction(self.store, key_prefix=prefix)
         try:
             result = yield RUN_BODY
         finally:
@@ -458,7 +475,8 @@ class IdempotentFunction:
         stays IN_PROGRESS for the body to run again.
         """
         started = perf_counter()
-        transaction = open_transaction(self.store, inv.key)  # current_transaction() in the body
+        # current_transaction() in the body; the outbox keys its events under the claim
+        transaction = open_transaction(self.store, inv.key, claim=inv.owner)
         try:
             result = yield RUN_BODY
         except BaseException as exc:
@@ -467,6 +485,8 @@ class IdempotentFunction:
             if keeps_claim(exc):  # the execution goes on in a later invocation: keep the key
                 tally.report(Outcome.SUSPENDED)
                 raise
+            if hold_release(functools.partial(self._settle_held, inv, tally, exc), inv.owner):
+                raise  # ClaimsPlugin releases it if the invocation ends the execution
             yield from self._release(inv, tally, exc)
             raise
         writes = close_transaction(transaction)
@@ -513,16 +533,32 @@ class IdempotentFunction:
             ) from exc
         return self.config.format.encode_result(value)
 
+    def _settle_held(self, inv: Invocation, tally: Tally, error: BaseException, ends: bool) -> None:
+        """Release a claim `hold_release` held, once its execution is over (``ends``); else keep it.
+
+        Called by `idempotent_lambda.durable.ClaimsPlugin` when the invocation has ended, on the
+        SDK's handler thread.
+        """
+        if not ends:
+            tally.report(Outcome.SUSPENDED)
+            return
+        run_sync(self._release(inv, tally, error, held=True), _no_body)
+
     def _release(
         self,
         inv: Invocation,
         tally: Tally,
         original: BaseException | None,
         reason: str | None = None,
+        *,
+        held: bool = False,
     ) -> Flow:
         """Delete this invocation's claim; a failure is logged and noted on ``original``.
 
-        ``reason`` says why a body that returned is released (logged as the error).
+        ``reason`` says why a body that returned is released (logged as the error). A ``held``
+        release (`_settle_held`) comes after the rest of the invocation: a later call of the
+        same execution may have taken the claim up again and completed it, and that record
+        stays, with nothing reported.
         """
         try:
             released = yield from self._store(
@@ -541,6 +577,12 @@ class IdempotentFunction:
             return
         if not released:
             released = yield from self._answer_was_lost(inv, tally, None)
+        if (
+            not released
+            and held
+            and (yield from self._answer_was_lost(inv, tally, Status.COMPLETED))
+        ):
+            return
         tally.report(Outcome.RELEASED if released else Outcome.LEASE_LOST, error=reason)
 
     def _complete(self, inv: Invocation, tally: Tally, data: str) -> Flow:
@@ -805,3 +847,7 @@ def _add_note(error: BaseException, note: str) -> None:
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+def _no_body() -> NoReturn:
+    raise AssertionError("a release runs no body")  # pragma: no cover - never yielded

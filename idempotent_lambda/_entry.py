@@ -106,16 +106,27 @@ class Entry:
         store_result_if: Callable[[Any], bool] | None = None,
         on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
         key_source: str | None = None,
+        adapter: str | None = None,
+        key_prefix: Callable[[], str] | None = None,
     ) -> IdempotentFunction:
-        """Build ``function``'s engine (see `IdempotentFunction` for the arguments)."""
+        """Build ``function``'s engine (see `IdempotentFunction` for the arguments).
+
+        Its spans are named after the key prefix when one is given, else the function's
+        ``module.qualname`` (a Lambda handler is usually just ``handler``), after the
+        ``adapter`` (``"sqs"``, ``"http"``) that calls it, if any.
+        """
+        named = named_by(function)
+        span_name = self.key_prefix or f"{named.__module__}.{named.__qualname__}"
         return IdempotentFunction(
             store=self.store,
             config=self.config,
-            function_name=named_by(function).__qualname__,
+            function_name=named.__qualname__,
             serializer=serializer,
             store_result_if=store_result_if,
             on_replay=on_replay,
             key_source=key_source,
+            span_name=span_name if adapter is None else f"{adapter} {span_name}",
+            key_prefix=key_prefix,
         )
 
 

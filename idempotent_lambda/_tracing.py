@@ -96,31 +96,36 @@ def tracer() -> Tracer | None:
     return found
 
 
-def traced(flow: Flow, function: str, record_format: str, *, carrier: Any = None) -> Flow:
+def traced(
+    flow: Flow, function: str, record_format: str, *, name: str | None = None, carrier: Any = None
+) -> Flow:
     """Return ``flow`` run inside a span of its own, or ``flow`` itself when nothing traces.
 
     Args:
         flow: One call's flow (`idempotent_lambda._engine.IdempotentFunction.enter`).
-        function: The decorated function's name, in the span's name.
+        function: The decorated function's name, in the span's attributes.
         record_format: The config's ``record_format``.
+        name: What the span is named after (``idempotency <name>``); ``function`` when None.
         carrier: The call's payload: when it is an outbox event that carries a trace context
             (`event_parent`), the span continues that trace and links to the current span.
     """
     found = tracer()
     if found is None:
         return flow
-    return _spanned(flow, found, function, record_format, carrier)
+    attributes = {FUNCTION: function, RECORD_FORMAT: record_format}
+    return _spanned(flow, found, name or function, attributes, carrier)
 
 
-def _spanned(flow: Flow, tracer: Tracer, function: str, record_format: str, carrier: Any) -> Flow:
+def _spanned(
+    flow: Flow, tracer: Tracer, name: str, attributes: dict[str, str], carrier: Any
+) -> Flow:
     """Carry ``flow``'s effects through, inside a span that is current while it runs."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
-    attributes: dict[str, str] = {FUNCTION: function, RECORD_FORMAT: record_format}
     parent = event_parent(carrier, attributes) if carrier is not None else None
     span = tracer.start_span(
-        f"idempotency {function}",
+        f"idempotency {name}",
         context=parent,
         kind=trace.SpanKind.INTERNAL if parent is None else trace.SpanKind.CONSUMER,
         links=None if parent is None else _links_to_current(),

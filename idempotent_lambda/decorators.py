@@ -90,7 +90,7 @@ def _decorate(
     entry: Entry, function: Callable[P, R], locate: Locate, serializer: Any
 ) -> Callable[P, R]:
     prefix = entry.prefix(function)
-    call = entry.engine(function, serializer)
+    call = entry.engine(function, serializer, key_prefix=prefix)
     config, clock = entry.config, entry.store.clock
 
     def derive(payload: Any, lease: LambdaContextLike | None) -> Invocation | None:

@@ -7,8 +7,9 @@ puts a record of ours between the two: the side effect runs under a claim keyed 
 place in the durable execution, its result is stored before the SDK checkpoints it, and a rerun
 replays the stored result instead of running the side effect again.
 
-The SDK is needed only by the code that calls `step` (it passes the ``DurableContext``); this
-module never imports it. Install it with the extra ``idempotent-lambda[durable]``.
+The SDK is needed only by the code that calls `step` (it passes the ``DurableContext``) or
+registers `ClaimsPlugin`; this module imports it only when the plugin serves an invocation.
+Install it with the extra ``idempotent-lambda[durable]``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import math
 import os
 import threading
@@ -23,7 +25,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from idempotent_lambda._durable_context import durable_run_of, enter_durable, leave_durable
+from idempotent_lambda._durable_context import (
+    durable_run_of,
+    enter_durable,
+    leave_durable,
+    start_holding,
+    stop_holding,
+)
 from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._entry import Entry, refuse_unrunnable
 from idempotent_lambda._grant import check_granted
@@ -37,7 +45,7 @@ from idempotent_lambda.serialization import NoOpSerializer
 T = TypeVar("T")
 P = ParamSpec("P")
 
-__all__ = ["BoundStep", "idempotent_step", "step", "step_key"]
+__all__ = ["BoundStep", "ClaimsPlugin", "idempotent_step", "step", "step_key"]
 
 #: The name of the one SDK step per context that draws the context's identity (`_place`).
 SCOPE_STEP_NAME = "idempotent_lambda.scope"
@@ -152,6 +160,7 @@ def step(
         function_name=f"durable step {name}",
         serializer=NoOpSerializer(),
         execution=run.arn,
+        key_prefix=lambda: prefix,
     )
 
     def derive(lease: LambdaContextLike | None) -> Invocation | None:
@@ -278,6 +287,60 @@ def step_key() -> str:
             "step_key() is readable only inside a function run by idempotent_lambda.durable.step"
         )
     return key
+
+
+class ClaimsPlugin:
+    """Keep a durable claim until the SDK's final answer says the execution is over.
+
+    A plugin factory for ``@durable_execution(plugins=[ClaimsPlugin()])`` (the class itself
+    works too), also found through the SDK's ``aws_durable_execution.plugins`` entry point as
+    ``idempotent_lambda.claims``, which ``DURABLE_EXECUTION_PLUGINS=idempotent_lambda.claims``
+    selects. Without it, a claim of the execution (``@idempotent`` given the handler's
+    ``DurableContext``) whose body raised an error that ends the execution is released at once.
+    The SDK may still answer such an invocation with PENDING instead of FAILED, when
+    it learns only while it closes the invocation that its checkpoint token was revoked; the
+    execution then goes on and the claim should have stayed. With it registered, that release
+    waits for the invocation's end: it happens when the final status is FAILED (or SUCCEEDED,
+    the handler having caught the error), and the claim is kept when it is PENDING or RETRY.
+    See docs/durable.md, "The claims plugin".
+    """
+
+    @classmethod
+    def create_plugin(cls, info: Any, /) -> Any:
+        """Return the plugin that serves one invocation; the SDK calls it once per invocation."""
+        return _held_claims_type()()
+
+
+@functools.cache
+def _held_claims_type() -> type[Any]:
+    """Return the SDK plugin class behind `ClaimsPlugin`, importing the SDK the first time."""
+    from aws_durable_execution_sdk_python.plugin import (
+        DurableInstrumentationPlugin,
+        InvocationEndInfo,
+        InvocationStartInfo,
+        InvocationStatus,
+    )
+
+    over = {InvocationStatus.FAILED, InvocationStatus.SUCCEEDED}
+
+    class HeldClaims(DurableInstrumentationPlugin):
+        """Holds this invocation's releases from its start, settles them at its end."""
+
+        def __init__(self) -> None:
+            self.token: Any = None
+
+        def on_invocation_start(self, info: InvocationStartInfo) -> None:
+            self.token = start_holding()  # the SDK keeps a hook's context for the handler
+
+        def on_invocation_end(self, info: InvocationEndInfo) -> None:
+            if self.token is None:
+                return
+            held, self.token = stop_holding(self.token), None
+            ends = info.status in over
+            for settle in held:
+                settle(ends)
+
+    return HeldClaims
 
 
 def _place(context: Any, name: str) -> tuple[str, int]:

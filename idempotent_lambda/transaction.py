@@ -99,18 +99,30 @@ class Transaction:
             business writes; or a value has no DynamoDB form (``float``: use ``Decimal``).
     """
 
-    __slots__ = ("_open", "_store", "_writes", "emitted", "record_key")
+    __slots__ = ("_open", "_store", "_writes", "claim", "emitted", "key_prefix", "record_key")
 
-    def __init__(self, store: object, record_key: str | None = None) -> None:
+    def __init__(
+        self,
+        store: object,
+        record_key: str | None = None,
+        *,
+        claim: str | None = None,
+        key_prefix: str | None = None,
+    ) -> None:
         """Start an empty transaction for an invocation that uses ``store``.
 
-        ``record_key`` is the invocation's idempotency key (None when it runs unrecorded): the
-        outbox derives its events' ids from it.
+        ``record_key`` is the invocation's idempotency key (None when it runs unrecorded),
+        ``claim`` its owner token and ``key_prefix`` the function's: the outbox keys its events
+        under them (without a claim, `emit` draws a random one on first use).
         """
         self._store = store
         self._writes: list[TransactItem] = []
         self._open = True
         self.record_key = record_key
+        #: What makes this claim's outbox items its own (`idempotent_lambda.outbox.emit`).
+        self.claim = claim
+        #: The function's key prefix: the record key's, else the one given (or None).
+        self.key_prefix = record_key.rsplit("#", 1)[0] if record_key else key_prefix
         #: Outbox events queued so far (`idempotent_lambda.outbox.emit`): the next one's position.
         self.emitted = 0
 
@@ -286,9 +298,15 @@ def current_transaction() -> Transaction:
 Binding = tuple[Transaction, "contextvars.Token[Transaction | None]"]
 
 
-def open_transaction(store: object, record_key: str | None = None) -> Binding:
+def open_transaction(
+    store: object,
+    record_key: str | None = None,
+    *,
+    claim: str | None = None,
+    key_prefix: str | None = None,
+) -> Binding:
     """Start a transaction for a body about to run and make it the current one."""
-    transaction = Transaction(store, record_key)
+    transaction = Transaction(store, record_key, claim=claim, key_prefix=key_prefix)
     return transaction, _current.set(transaction)
 
 

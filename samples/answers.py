@@ -52,6 +52,11 @@ ANSWERS: dict[tuple[int, bool, str | None], Kind] = {
     (422, False, "Idempotency-Key is already used"): Kind(
         422, "the key reused with another body: refused", False
     ),
+    (500, False, None): Kind(
+        500,
+        "the handler ran, its commit failed: the invocation failed (API Gateway's 500)",
+        True,
+    ),
 }
 
 

@@ -1,8 +1,9 @@
 """Invoke handlers locally the way Lambda would: events of the right shape, a context.
 
 The event builders produce what API Gateway (HTTP API, payload 2.0), an SQS event source
-mapping and a DynamoDB Stream event source mapping deliver. Stream records are not made up:
-`StreamReader` reads them from the endpoint's DynamoDB Streams API and adds what the mapping adds.
+mapping and a DynamoDB Stream event source mapping deliver. Stream records are not made up: the
+testing kit's `TableStream` reads them from the endpoint's DynamoDB Streams API and adds what the
+mapping adds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 
 from idempotent_lambda.testing import FakeLambdaContext
@@ -178,60 +178,6 @@ def redelivered(record: Mapping[str, Any]) -> dict[str, Any]:
 def queue_arn(name: str) -> str:
     """Return the ARN a queue called ``name`` has in the local account."""
     return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
-
-
-class StreamReader:
-    """Read a table's stream from a position onwards, as Lambda's event source mapping does.
-
-    Construct it before the writes: it starts at the end of every shard, so `read` returns
-    exactly the records of the writes made since (however many earlier runs the table saw).
-    Like the event source mapping it checkpoints sequence numbers, not iterators: each `read`
-    asks for a fresh iterator after the last record it returned. (moto replaces a table's stream
-    shard when it rolls back a cancelled ``TransactWriteItems``; an iterator kept across that
-    would read the discarded shard and miss every later record.)
-    """
-
-    def __init__(self, client: Any, stream_arn: str) -> None:
-        """Start at the end of every shard of ``stream_arn`` (a ``dynamodbstreams`` client)."""
-        self._client = client
-        self.stream_arn = stream_arn
-        self._after: dict[str, str | None] = {}
-        self.read()  # skip what is there already
-
-    def read(self) -> list[dict[str, Any]]:
-        """Return the records written since the last read, in the Lambda event's shape."""
-        records: list[dict[str, Any]] = []
-        for shard in self._shards():  # a shard opened since is read from its start
-            last = self._after.get(shard)
-            if last is None:
-                position: dict[str, str] = {"ShardIteratorType": "TRIM_HORIZON"}
-            else:
-                position = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
-            iterator = self._client.get_shard_iterator(
-                StreamArn=self.stream_arn, ShardId=shard, **position
-            )["ShardIterator"]
-            self._after.setdefault(shard, None)
-            while iterator:
-                page = self._client.get_records(ShardIterator=iterator, Limit=1000)
-                if not page["Records"]:
-                    break
-                records.extend(self._as_event_record(record) for record in page["Records"])
-                self._after[shard] = page["Records"][-1]["dynamodb"]["SequenceNumber"]
-                iterator = page.get("NextShardIterator", "")  # "": shard closed
-        records.sort(key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
-        return records
-
-    def _shards(self) -> list[str]:
-        description = self._client.describe_stream(StreamArn=self.stream_arn)
-        return [shard["ShardId"] for shard in description["StreamDescription"]["Shards"]]
-
-    def _as_event_record(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Add what the event source mapping adds; dates travel as epoch seconds in events."""
-        change = dict(record["dynamodb"])
-        created = change.get("ApproximateCreationDateTime")
-        if isinstance(created, datetime):
-            change["ApproximateCreationDateTime"] = int(created.timestamp())
-        return {**record, "dynamodb": change, "eventSourceARN": self.stream_arn}
 
 
 def stream_event(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,19 +14,28 @@ With the transactional outbox (`idempotent_lambda.outbox`):
 idempotency = IdempotencyTable(self, "Idempotency", outbox=True)
 idempotency.grant_idempotency(create_order, key_prefix="orders.create_order")  # covers its events
 idempotency.add_outbox_publisher(
-    publisher, key_prefixes=["orders.create_order"], event_bus=bus, on_failure=failures
+    publisher,
+    key_prefixes=["orders.create_order"],
+    event_bus=bus,
+    sources=["orders"],
+    on_failure=failures,
+    sweeper=sweeper,
 )
 ```
 """
 
+from idempotent_lambda_cdk._outbox import (
+    OUTBOX_INDEX,
+    OUTBOX_KEY_MARK,
+    PUBLISH_ACTIONS,
+    STREAM_ACTIONS,
+    SWEEP_ACTIONS,
+)
 from idempotent_lambda_cdk._table import (
     BATCH_ACTIONS,
     LARGE_RESULT_ACTIONS,
     LARGE_RESULTS_ROOT,
-    OUTBOX_KEY_MARK,
-    PUBLISH_ACTIONS,
     RECORD_ACTIONS,
-    STREAM_ACTIONS,
     IdempotencyTable,
     large_result_prefix,
 )
@@ -35,10 +44,12 @@ __all__ = [
     "BATCH_ACTIONS",
     "LARGE_RESULTS_ROOT",
     "LARGE_RESULT_ACTIONS",
+    "OUTBOX_INDEX",
     "OUTBOX_KEY_MARK",
     "PUBLISH_ACTIONS",
     "RECORD_ACTIONS",
     "STREAM_ACTIONS",
+    "SWEEP_ACTIONS",
     "IdempotencyTable",
     "large_result_prefix",
 ]

@@ -17,6 +17,16 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from idempotent_lambda_cdk._objects import granted_objects
+from idempotent_lambda_cdk._outbox import (
+    STREAM_ACTIONS,
+    add_outbox_index,
+    grant_outbox_items,
+    grant_put_events,
+    grant_sweep,
+    reserve_sources,
+    schedule_sweeper,
+    stream_filter,
+)
 
 #: The folder of every function's offloaded results; the bucket's lifecycle rule expires it.
 LARGE_RESULTS_ROOT = "idempotency/"
@@ -29,15 +39,6 @@ RECORD_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 BATCH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem")
 LARGE_RESULT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 
-#: Between a record's key and the event id in its outbox items' keys (`idempotent_lambda.outbox`:
-#: `<record key>#outbox#<event id>`, under the emitting function's own key prefix; no record's
-#: key holds it).
-OUTBOX_KEY_MARK = "#outbox#"
-#: What the publisher calls on outbox items: one read of a batch's items, a mark per event.
-PUBLISH_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:UpdateItem")
-#: What Lambda's event source mapping reads the stream with, on the publisher's role.
-STREAM_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
-
 #: The variable naming a granted function's key prefixes; the library checks it at decoration
 #: (`idempotent_lambda._grant.GRANTED_KEY_PREFIXES_ENV`, tied by a test).
 GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
@@ -45,6 +46,9 @@ GRANTED_KEY_PREFIXES_ENV = "IDEMPOTENT_LAMBDA_GRANTED_KEY_PREFIXES"
 #: A key prefix a grant can name: no IAM wildcard, no `#` (it ends the prefix in a key), no `%`
 #: (quoting writes it; `granted_objects` is exact without one).
 _KEY_PREFIX = re.compile(r"^[^*?#%\s]+$")
+#: An EventBridge source an outbox publisher may be granted: 1 to 256 characters, no IAM
+#: wildcard, not under `aws.` (EventBridge refuses those from PutEvents).
+_SOURCE = re.compile(r"^(?!aws\.)[^*?\s]{1,256}$")
 
 
 def large_result_prefix(key_prefix: str) -> str:
@@ -75,8 +79,10 @@ class IdempotencyTable(Construct):
             it, in whole days rounded up (S3 counts days).
         removal_policy: What deleting the stack does to the table and bucket.
         outbox: The functions emit events with `idempotent_lambda.outbox.emit`: the table
-            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`. An emitting function needs
-            no other grant: an event's item is a Put under its own record's key.
+            gets a stream (`NEW_IMAGE`) for `add_outbox_publisher`, and the sparse index
+            `outbox-unpublished` of the items not yet published, which the sweeper reads. An
+            emitting function needs no other grant: an event's item is a Put under its own
+            key prefix.
 
     Attributes:
         table: The `aws_dynamodb.Table`.
@@ -111,6 +117,9 @@ class IdempotencyTable(Construct):
             removal_policy=removal_policy,
             stream=dynamodb.StreamViewType.NEW_IMAGE if outbox else None,
         )
+        if outbox:
+            add_outbox_index(self.table)
+        self._sources: dict[str, set[str]] = {}
         self.bucket: s3.Bucket | None = None
         if large_results:
             expiry = Duration.hours(1) if record_expiry is None else record_expiry
@@ -207,54 +216,73 @@ class IdempotencyTable(Construct):
         *,
         key_prefixes: Sequence[str],
         event_bus: events.IEventBus,
+        sources: Sequence[str],
         on_failure: sqs.IQueue | None = None,
         retry_attempts: int = 10,
         max_record_age: Duration | None = None,
+        sweeper: lambda_.Function | None = None,
+        sweep_every: Duration | None = None,
     ) -> lambda_.EventSourceMapping:
-        """Run `publisher` (its handler is `outbox.publish_handler(store)`) on the table's stream.
+        """Run `publisher` (its handler `outbox.publish_handler(store, key_prefixes=...)`) on
+        the table's stream, and `sweeper` (`outbox.sweep_handler(store, key_prefixes=...)`)
+        on a schedule.
 
-        The mapping delivers the INSERTs of outbox items only (a filter on their `outbox_id`),
-        one batch per shard at a time, and takes the handler's `batchItemFailures`; a failed batch
-        is split to find the bad record, retried `retry_attempts` times within
-        `max_record_age` (6 hours by default), then reported to `on_failure`. What is given up
-        on stays unpublished in the table, for the CLI to list and republish.
+        The mapping delivers the INSERTs of the outbox items of `key_prefixes` only (a filter
+        on their key and their `outbox_id`): the items the publisher's grant lets it read, so
+        another function's item never fails its batch. One batch per shard at a time; the
+        handler's `batchItemFailures` are taken; a failed batch is split to find the bad
+        record, retried `retry_attempts` times within `max_record_age` (6 hours by default),
+        then reported to `on_failure`. The sweeper, every `sweep_every` (5 minutes), publishes
+        what the stream did not bring: items given up on, or whose records the stream no longer
+        holds. Give it a timeout of a minute or more.
 
-        `publisher` gets exactly what it calls: `events:PutEvents` on `event_bus`, BatchGetItem
-        and UpdateItem on the outbox items of `key_prefixes` (keys
-        `<key prefix>#*#outbox#*`: no idempotency record, no other function's events), the
-        stream's reads (ListStreams on this table's streams only), and `sqs:SendMessage` on
-        `on_failure`.
+        Each function gets exactly what it calls: BatchGetItem and UpdateItem on the outbox
+        items of `key_prefixes` (keys `<key prefix>#*#outbox#*` and `<key prefix>#outbox#*`:
+        no idempotency record, no other function's events), `events:PutEvents` on `event_bus`
+        for `sources` only (the `events:source` condition); the publisher the stream's reads
+        (ListStreams on this table's streams only) and `sqs:SendMessage` on `on_failure`; the
+        sweeper `dynamodb:Query` on its prefixes' partitions of the index. The bus's policy
+        denies putting `sources` to every other principal, of any account.
 
         Args:
             publisher: The function whose handler is the publisher.
             key_prefixes: The key prefixes of the functions that emit (their decorators'
-                `key_prefix`).
+                `key_prefix`); the handlers' `key_prefixes`.
             event_bus: The bus the events go to.
+            sources: The `source` of every event those functions emit (`emit(source=...)`);
+                only these two functions may put them on `event_bus`.
             on_failure: Where the mapping reports the stream ranges it gave up on.
             retry_attempts: Retries of a failed batch.
             max_record_age: Records older than this are given up on.
+            sweeper: The function whose handler is the sweeper; None: no sweep (an item whose
+                stream record is lost waits for `outbox republish`).
+            sweep_every: How often the sweeper runs; 5 minutes by default.
 
         Raises:
-            ValueError: The table was made without `outbox=True`, `key_prefixes` is empty, or
-                one of them could not name a key prefix in a grant.
+            ValueError: The table was made without `outbox=True`; `key_prefixes` or `sources`
+                is empty, or one of them could not name a key prefix or a source in a grant; a
+                source is already reserved for another publisher of this table on that bus.
         """
         stream_arn = self.table.table_stream_arn
         if stream_arn is None:
             raise ValueError("add_outbox_publisher needs IdempotencyTable(..., outbox=True)")
         bad = [p for p in key_prefixes if not _KEY_PREFIX.match(p)]
-        if bad or not key_prefixes:
+        if bad or not key_prefixes or isinstance(key_prefixes, str):
             raise ValueError(f"key_prefixes {list(key_prefixes)!r} cannot name outbox items")
-        iam.Grant.add_to_principal(
-            grantee=publisher,
-            actions=list(PUBLISH_ACTIONS),
-            resource_arns=[self.table.table_arn],
-            conditions={
-                "ForAllValues:StringLike": {
-                    "dynamodb:LeadingKeys": [f"{p}#*{OUTBOX_KEY_MARK}*" for p in key_prefixes]
-                }
-            },
-        )
-        event_bus.grant_put_events_to(publisher)
+        if not sources or isinstance(sources, str) or not all(map(_SOURCE.match, sources)):
+            raise ValueError(f"sources {list(sources)!r} cannot name event sources in a grant")
+        reserved = self._sources.setdefault(event_bus.node.path, set())
+        if reserved & set(sources):
+            raise ValueError(f"sources {sorted(reserved & set(sources))} have a publisher already")
+        reserved.update(sources)
+        outbox_functions = [publisher] if sweeper is None else [publisher, sweeper]
+        for function in outbox_functions:
+            grant_outbox_items(function, self.table.table_arn, key_prefixes)
+            grant_put_events(function, event_bus, sources)
+        reserve_sources(self, event_bus, sources, outbox_functions)
+        if sweeper is not None:
+            grant_sweep(sweeper, self.table.table_arn, key_prefixes)
+            schedule_sweeper(self, sweeper, sweep_every or Duration.minutes(5))
         # Not table.grant_stream_read: it grants dynamodb:ListStreams on "*".
         iam.Grant.add_to_principal(
             grantee=publisher, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn]
@@ -278,12 +306,5 @@ class IdempotencyTable(Construct):
             retry_attempts=retry_attempts,
             max_record_age=max_record_age or Duration.hours(6),
             on_failure=None if on_failure is None else event_sources.SqsDlq(on_failure),
-            filters=[
-                lambda_.FilterCriteria.filter(
-                    {
-                        "eventName": lambda_.FilterRule.is_equal("INSERT"),
-                        "dynamodb": {"NewImage": {"outbox_id": {"S": lambda_.FilterRule.exists()}}},
-                    }
-                )
-            ],
+            filters=[stream_filter(key_prefixes)],
         )

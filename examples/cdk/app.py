@@ -54,7 +54,7 @@ class OrdersStack(cdk.Stack):
         )
         code = lambda_.Code.from_asset(bundle)
 
-        def function(name: str, handler: str) -> lambda_.Function:
+        def function(name: str, handler: str, timeout: int = 10) -> lambda_.Function:
             return lambda_.Function(
                 self,
                 name,
@@ -62,7 +62,7 @@ class OrdersStack(cdk.Stack):
                 architecture=lambda_.Architecture.ARM_64,
                 handler=handler,
                 code=code,
-                timeout=cdk.Duration.seconds(10),
+                timeout=cdk.Duration.seconds(timeout),
                 memory_size=256,
                 # samples/app/aws.py's store offloads under large_result_prefix(key_prefix),
                 # idempotency/<key_prefix>/: the objects grant_idempotency(offload=True) covers.
@@ -131,9 +131,12 @@ class OrdersStack(cdk.Stack):
             )
         )
 
-        # The outbox: PublishEvents runs on the idempotency table's stream (outbox items only)
-        # and puts the events on the bus; what it gives up on is reported to `failures`.
+        # The outbox: PublishEvents runs on the idempotency table's stream (CreateOrder's outbox
+        # items only) and puts the events on the bus; what it gives up on is reported to
+        # `failures`. SweepOutbox publishes, every 5 minutes, what the stream did not bring.
+        # Only these two may put events of source "orders" on the bus.
         publish_events = function("PublishEvents", "app.publish_events.handler")
+        sweep_outbox = function("SweepOutbox", "app.sweep_outbox.handler", timeout=60)
         failures = sqs.Queue(
             self, "OutboxPublishFailures", retention_period=cdk.Duration.days(14), enforce_ssl=True
         )
@@ -141,7 +144,9 @@ class OrdersStack(cdk.Stack):
             publish_events,
             key_prefixes=["orders.create_order"],  # the functions that emit
             event_bus=bus,
+            sources=["orders"],  # what they emit
             on_failure=failures,
+            sweeper=sweep_outbox,
         )
 
         # OrderCreated goes to ReserveStock's queue; the consumer keys on the event's outbox id
@@ -201,6 +206,18 @@ class OrdersStack(cdk.Stack):
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        # The sweeper publishes what the stream lost: one that stops running is an incident too.
+        cloudwatch.Alarm(
+            self,
+            "SweepOutboxNotRunning",
+            metric=sweep_outbox.metric_invocations(
+                statistic="Sum", period=cdk.Duration.minutes(15)
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
 
 

@@ -110,8 +110,8 @@ class BatchOptions(TypedDict, total=False):
     """The options every batch decorator takes, by keyword: one list for all four sources.
 
     ``idempotent_sqs_handler``, ``idempotent_stream_handler``, ``idempotent_kinesis_handler``
-    and ``idempotent_kafka_handler`` are typed ``(**options: Unpack[BatchOptions])``, so IDEs
-    and type checkers show these names and types for each.
+    and ``idempotent_kafka_handler`` each declare these as keyword parameters, with their
+    defaults.
 
     Attributes:
         persistence_store: Where records live (required).
@@ -123,7 +123,10 @@ class BatchOptions(TypedDict, total=False):
         time_safety_margin_ms: No record starts with less time left (default
             `DEFAULT_TIME_SAFETY_MARGIN_MS`); 0 turns the check off.
         source_scope: ``"source"`` (default) scopes keys to the event source (the queue, table,
-            stream or cluster); ``"shared"`` shares them across sources.
+            stream or cluster); ``"shared"`` shares them across sources; ``"powertools"`` gives
+            each record the key Powertools' ``BatchProcessor`` with a per-record
+            ``@idempotent_function(data_keyword_argument=...)`` stored, so moving from it
+            replays what it processed (docs/migration-checklist.md).
     """
 
     persistence_store: Required[PersistenceStore]
@@ -156,7 +159,7 @@ def batch_decorator(
     time_safety_margin_ms = options.get("time_safety_margin_ms", DEFAULT_TIME_SAFETY_MARGIN_MS)
     source_scope = options.get("source_scope", "source")
     entry = Entry(persistence_store, config, key_prefix)
-    shared = check_source_scope(source_scope)
+    scope = check_source_scope(source_scope, entry.config)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
         raise IdempotencyConfigError("max_concurrency must be an integer >= 1")
     if max_concurrency < 1:
@@ -174,7 +177,7 @@ def batch_decorator(
             entry,
             max_concurrency=max_concurrency,
             margin_ms=margin,
-            shared=shared,
+            scope=scope,
         )
 
         @functools.wraps(function)
@@ -197,14 +200,19 @@ class _BatchHandler(Generic[RecordT]):
         *,
         max_concurrency: int,
         margin_ms: int,
-        shared: bool,
+        scope: str,
     ) -> None:
         self.source = source
-        self.shared = shared
+        self.scope = scope
         self.function = function
         self.is_async = is_async(function)
         self.prefix = entry.prefix(function)
-        self.call = entry.engine(function, resolve_serializer(None, function))
+        self.call = entry.engine(
+            function,
+            resolve_serializer(None, function),
+            adapter=source.name,
+            key_prefix=self.prefix,
+        )
         self.config = entry.config
         self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
@@ -447,7 +455,7 @@ class _Record(Generic[RecordT]):
         if self._material is None:
             self.parsed()  # a malformed record fails before anything is claimed
             self._material = batch.source.key_material(
-                self.event, self.raw, config, shared=batch.shared
+                self.event, self.raw, config, scope=batch.scope
             )
         material, validated = self._material
         return build_invocation(

@@ -5,8 +5,12 @@ is the source's default key (`BatchSource.default_key`), or `event_key_jmespath`
 the raw record; the source is what `BatchSource.scope` reads (the queue, stream or cluster).
 Two sources consumed by one function therefore never share a key, even with a business key.
 With `source_scope="shared"` the material is the key alone, so the same key from any source
-runs once. Missing key material stays missing (it is never wrapped), so
-`raise_on_no_idempotency_key` decides as for any other payload.
+runs once. With `source_scope="powertools"` it is what Powertools' ``BatchProcessor`` with an
+``@idempotent_function(data_keyword_argument=...)`` record handler hashes: the key alone, or
+the whole raw record when `event_key_jmespath` is empty, so the records Powertools stored
+replay (in Powertools' record format, which that scope requires). Missing key material stays
+missing (it is never wrapped), so `raise_on_no_idempotency_key` decides as for any other
+payload.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ __all__ = [
 RecordT = TypeVar("RecordT")
 Raw = Mapping[str, Any]
 
-#: The values of ``source_scope``: keys per source (the default), or one key space for all.
-SOURCE_SCOPES = ("source", "shared")
+#: The values of ``source_scope``: keys per source (the default), one key space for all, or the
+#: keys Powertools' per-record ``idempotent_function`` stored (see the module).
+SOURCE_SCOPES = ("source", "shared", "powertools")
 
 
 def at(*path: str) -> Callable[[Raw], Any]:
@@ -76,15 +81,21 @@ def records_list(event: Any, source: str) -> list[Any]:
     )
 
 
-def check_source_scope(source_scope: object) -> bool:
-    """Return whether ``source_scope`` shares keys across sources.
+def check_source_scope(source_scope: object, config: IdempotencyConfig) -> str:
+    """Return ``source_scope`` once it is known to be usable with ``config``.
 
     Raises:
-        IdempotencyConfigError: It is not one of `SOURCE_SCOPES`.
+        IdempotencyConfigError: It is not one of `SOURCE_SCOPES`, or it is ``"powertools"``
+            and the config's record format is not Powertools' (whose keys it computes).
     """
     if not isinstance(source_scope, str) or source_scope not in SOURCE_SCOPES:
-        raise IdempotencyConfigError('source_scope must be "source" or "shared"')
-    return source_scope == "shared"
+        raise IdempotencyConfigError('source_scope must be "source", "shared" or "powertools"')
+    if source_scope == "powertools" and config.record_format != "powertools":
+        raise IdempotencyConfigError(
+            'source_scope="powertools" computes the keys Powertools stored: it needs '
+            'record_format="powertools" (the default)'
+        )
+    return source_scope
 
 
 def base64_field(value: object, what: str) -> bytes | None:
@@ -173,7 +184,7 @@ class BatchSource(Generic[RecordT]):
         return chains
 
     def key_material(
-        self, event: Any, raw: Raw, config: IdempotencyConfig, *, shared: bool = False
+        self, event: Any, raw: Raw, config: IdempotencyConfig, *, scope: str = "source"
     ) -> tuple[Any, Any]:
         """Return a raw record's key material and validation material, as its handler hashes them.
 
@@ -181,14 +192,17 @@ class BatchSource(Generic[RecordT]):
             event: The batch event the record came in.
             raw: The record as Lambda delivered it.
             config: The handler's settings (``event_key_jmespath``, validation).
-            shared: ``source_scope="shared"``: the key alone, not scoped to its source.
+            scope: The ``source_scope`` (see the module).
 
         Raises:
             IdempotencyKeyError: An expression failed on the record.
         """
         extracted = config.extract(raw)
-        key = extracted.key if config.event_key_jmespath else self.default_key(raw)
-        if not shared and not is_missing(key):
+        if config.event_key_jmespath:
+            key = extracted.key
+        else:
+            key = raw if scope == "powertools" else self.default_key(raw)
+        if scope == "source" and not is_missing(key):
             key = {"source": self.scope(event, raw), "key": key}
         return key, extracted.validation
 

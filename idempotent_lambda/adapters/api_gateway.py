@@ -145,6 +145,8 @@ def idempotent_http(
             store_result_if=_storable(store_4xx),
             on_replay=lambda response, _record: _Replayed(response),
             key_source=_key_source(header_name, entry.config),
+            adapter="http",
+            key_prefix=prefix,
         )
         reader = IdentityReader(
             store=entry.store,

@@ -55,7 +55,8 @@ from idempotent_lambda.adapters._batch_source import base64_field, time_field
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from idempotent_lambda.config import IdempotencyConfig
+    from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
@@ -170,13 +171,27 @@ class KafkaRecord:
 
 @keyword_only("@idempotent_kafka_handler(persistence_store=...)")
 def idempotent_kafka_handler(
-    **options: Unpack[BatchOptions],
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[KafkaRecord, Any], object]], KafkaBatchHandler]:
     """Turn a handler ``(record: KafkaRecord, context)`` into a Kafka batch handler.
 
-    Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are
+    The options are `BatchOptions`'s, each with its default here. Lanes are
     partitions, each in offset order; keys are scoped to the cluster.
     """
+    options = BatchOptions(
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=key_prefix,
+        max_concurrency=max_concurrency,
+        time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
+    )
     decorator = exposing(
         "idempotent_kafka_handler", options, batch_decorator(KAFKA_SOURCE, **options)
     )

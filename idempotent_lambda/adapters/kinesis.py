@@ -43,15 +43,29 @@ from typing import TYPE_CHECKING, Any
 from idempotent_lambda._entry import keyword_only
 from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
-from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
+from idempotent_lambda.adapters._batch import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchHandler,
+    BatchOptions,
+    batch_decorator,
+)
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
 from idempotent_lambda.adapters._batch_source import BatchSource, at, base64_field, time_field
 from idempotent_lambda.exceptions import MalformedRecordError
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from idempotent_lambda.config import IdempotencyConfig
+    from idempotent_lambda.persistence.protocol import PersistenceStore
 
-__all__ = ["BatchOptions", "KinesisRecord", "MalformedRecordError", "idempotent_kinesis_handler"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_TIME_SAFETY_MARGIN_MS",
+    "BatchOptions",
+    "KinesisRecord",
+    "MalformedRecordError",
+    "idempotent_kinesis_handler",
+]
 __all__ += _batch_exports.__all__  # the names every batch adapter module shares
 
 _NOT_PARSED: Any = object()
@@ -128,13 +142,27 @@ class KinesisRecord:
 
 @keyword_only("@idempotent_kinesis_handler(persistence_store=...)")
 def idempotent_kinesis_handler(
-    **options: Unpack[BatchOptions],
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[KinesisRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: KinesisRecord, context)`` into a Kinesis batch handler.
 
-    Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are partition
+    The options are `BatchOptions`'s, each with its default here. Lanes are partition
     keys, each in sequence order; keys are scoped to the stream.
     """
+    options = BatchOptions(
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=key_prefix,
+        max_concurrency=max_concurrency,
+        time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
+    )
     return exposing(
         "idempotent_kinesis_handler", options, batch_decorator(KINESIS_SOURCE, **options)
     )

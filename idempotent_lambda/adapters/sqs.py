@@ -48,15 +48,24 @@ from typing import TYPE_CHECKING, Any
 from idempotent_lambda._entry import keyword_only
 from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
-from idempotent_lambda.adapters._batch import BatchHandler, BatchOptions, batch_decorator
+from idempotent_lambda.adapters._batch import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchHandler,
+    BatchOptions,
+    batch_decorator,
+)
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
 from idempotent_lambda.adapters._batch_source import BatchSource, at, base64_field
 from idempotent_lambda.exceptions import MalformedRecordError
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from idempotent_lambda.config import IdempotencyConfig
+    from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_TIME_SAFETY_MARGIN_MS",
     "BatchOptions",
     "MalformedRecordError",
     "SQSMessageAttribute",
@@ -159,13 +168,27 @@ class SQSRecord:
 
 @keyword_only("@idempotent_sqs_handler(persistence_store=...)")
 def idempotent_sqs_handler(
-    **options: Unpack[BatchOptions],
+    *,
+    persistence_store: PersistenceStore,
+    config: IdempotencyConfig | None = None,
+    key_prefix: str | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    time_safety_margin_ms: int = DEFAULT_TIME_SAFETY_MARGIN_MS,
+    source_scope: str = "source",
 ) -> Callable[[Callable[[SQSRecord, Any], object]], BatchHandler]:
     """Turn a handler ``(record: SQSRecord, context)`` into an idempotent SQS batch handler.
 
-    Takes the options of `BatchOptions` (``persistence_store`` is required). Lanes are records,
+    The options are `BatchOptions`'s, each with its default here. Lanes are records,
     or a FIFO queue's message groups, each in order; keys are scoped to the queue.
     """
+    options = BatchOptions(
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=key_prefix,
+        max_concurrency=max_concurrency,
+        time_safety_margin_ms=time_safety_margin_ms,
+        source_scope=source_scope,
+    )
     return exposing("idempotent_sqs_handler", options, batch_decorator(SQS_SOURCE, **options))
 
 

@@ -14,16 +14,18 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, replace
 from typing import Any
 from urllib.parse import unquote
 
 from idempotent_lambda.cli import _answers
 from idempotent_lambda.cli._answers import ask
+from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
+from idempotent_lambda.cli._doctor_outbox import outbox_checks
 from idempotent_lambda.cli._output import CliError, Screen, escape_text
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 #: What a batch handler loses without each batch action (it still works, at more requests).
@@ -32,22 +34,10 @@ BATCH_ACTIONS = {
     "dynamodb:BatchWriteItem": "batch handlers write each completion with a PutItem of its own "
     "(about two requests per record instead of one)",
 }
-#: Stream views the outbox publisher works with.
-OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 MREC_WARNING = (
     "multi-Region eventual consistency (MREC): two Regions can both run one request; "
     "use MRSC or route each key to one Region"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    """One finding: what was checked, how it stands, and what to do about it."""
-
-    check: str
-    status: str
-    detail: str
-    fix: str | None = None
 
 
 def key_schema(table: Mapping[str, Any], key_attr: str, sort_key_attr: str | None) -> Check:
@@ -227,47 +217,28 @@ def permissions(statements: Iterable[Mapping[str, Any]], table_arn: str, role: s
     return checks
 
 
-def stream(
-    table: Mapping[str, Any], *, asked: bool, has_outbox: Callable[[], bool]
-) -> Check | None:
-    """The table's stream carries outbox items to `outbox.publish_handler`.
+def _role_checks(args: argparse.Namespace, client: Any, table_arn: str) -> list[Check]:
+    """`permissions` of ``--role`` (or ``--function``'s role); a refused read is a finding."""
+    from botocore.exceptions import ClientError
 
-    Checked when ``asked`` (``--outbox``) or when the table holds outbox items (``has_outbox``
-    is only called when the stream does not suffice); None: not checked.
-    """
-    spec = table.get("StreamSpecification") or {}
-    view = spec.get("StreamViewType")
-    enable = (
-        "aws dynamodb update-table --table-name <table> --stream-specification "
-        "StreamEnabled=true,StreamViewType=NEW_IMAGE"
-    )
-    then = ", then point publish_handler's event source mapping at the new stream"
-    if spec.get("StreamEnabled") and view in OUTBOX_VIEWS:
-        return Check("outbox stream", OK, f"stream enabled ({view})")
-    if not asked and not has_outbox():
-        return None
-    if not spec.get("StreamEnabled"):
-        return Check(
-            "outbox stream", FAIL, "no stream: outbox events are never published", enable + then
-        )
-    return Check(
-        "outbox stream",
-        FAIL,
-        f"the stream's view is {view}; the publisher's filter reads NEW_IMAGE",
-        "a stream's view cannot change: disable the stream (StreamEnabled=false), then "
-        + enable
-        + then,
-    )
-
-
-def _has_outbox(args: argparse.Namespace, client: Any) -> bool:
-    """Tell whether a first page of the table holds an outbox item (one Scan or Query)."""
-    from idempotent_lambda.cli._records import store_from
-
-    return (
-        next(iter(store_from(args).outbox_scan(unpublished_only=False, limit=1000)), None)
-        is not None
-    )
+    try:
+        role = args.role or _role_of_function(args, client)
+        if not role:
+            return []
+        return permissions(_role_statements(args, client, role), table_arn, role)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return [
+            Check(
+                "permissions",
+                WARN,
+                f"could not read the role's policies: {error.get('Code', 'error')} on "
+                f"{exc.operation_name}; the role's grants were not checked",
+                "allow doctor's role iam:ListRolePolicies, iam:GetRolePolicy, "
+                "iam:ListAttachedRolePolicies, iam:GetPolicy, iam:GetPolicyVersion (and "
+                "lambda:GetFunctionConfiguration with --function)",
+            )
+        ]
 
 
 def _as_list(value: Any) -> list[str]:
@@ -297,12 +268,8 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     checks += recovery(backups, table)
     checks.append(_capacity_of(args, client, table))
     checks.append(global_table(table))
-    found = stream(table, asked=args.outbox, has_outbox=lambda: _has_outbox(args, client))
-    if found is not None:
-        checks.append(found)
-    role = args.role or _role_of_function(args, client)
-    if role:
-        checks += permissions(_role_statements(args, client, role), table["TableArn"], role)
+    checks += outbox_checks(args, table)
+    checks += _role_checks(args, client, table["TableArn"])
     for found in checks:
         check = (
             found
@@ -312,19 +279,35 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
         if args.json:
             screen.json({k: v for k, v in asdict(check).items() if v is not None})
         else:
-            screen.out(text(check))
+            screen.out(text(check, width=screen.width()))
     return 1 if any(check.status == FAIL for check in checks) else 0
 
 
-def text(check: Check) -> str:
+def text(check: Check, *, width: int | None = None) -> str:
     """Return the lines a person reads for ``check``, every field escaped.
 
     The one place where doctor's text meets the terminal: a detail quotes AWS's answers
     (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
-    may fill with escape sequences or bidi controls.
+    may fill with escape sequences or bidi controls. With ``width`` (a terminal's), the check
+    and its fix wrap under their own text; words such as ARNs are never broken.
     """
     line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
-    return line if check.fix is None else f"{line}\n      fix: {escape_text(check.fix)}"
+    lines = [_wrapped(line, width, "      ")]
+    if check.fix is not None:
+        lines.append(_wrapped(f"      fix: {escape_text(check.fix)}", width, " " * 11))
+    return "\n".join(lines)
+
+
+def _wrapped(line: str, width: int | None, indent: str) -> str:
+    if width is None:
+        return line
+    return textwrap.fill(
+        line,
+        width=max(width - 1, 40),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _other_client(args: argparse.Namespace, dynamodb: Any, service: str) -> Any:

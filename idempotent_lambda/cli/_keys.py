@@ -155,7 +155,7 @@ def add_key_options(key: argparse.ArgumentParser) -> None:
     )
     key.add_argument(
         "--source-scope",
-        choices=["source", "shared"],
+        choices=["source", "shared", "powertools"],
         help="batch adapters' source_scope (source)",
     )
     http = key.add_argument_group("idempotent_http options")

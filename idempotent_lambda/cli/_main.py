@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan_options(release)
     release.add_argument("--yes", action="store_true", help="really delete them")
 
-    outbox = commands.add_parser("outbox", help="list unpublished outbox events, republish one")
+    outbox = commands.add_parser(
+        "outbox", help="list unpublished outbox events, republish one or all older than an age"
+    )
     outbox_actions = outbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     listed = _leaf(
         outbox_actions,
@@ -207,10 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
         outbox_actions,
         "republish",
         _outbox.republish,
-        "Put one outbox event on EventBridge now (with its id), then mark it published.",
+        "Put one outbox event (or every unpublished one older than --older-than) on "
+        "EventBridge now, with its id, then mark it published.",
         table=True,
     )
-    again.add_argument("event_id", metavar="EVENT_ID", help="the event's id (outbox list)")
+    again.add_argument(
+        "event_id", metavar="EVENT_ID", nargs="?", default=None, help="the event's id (outbox list)"
+    )
+    again.add_argument(
+        "--older-than",
+        metavar="SECONDS",
+        type=int,
+        default=None,
+        help="every unpublished event at least this old instead of one (a Scan)",
+    )
     again.add_argument("--event-bus-name", default=None, help="bus of an event emitted without one")
     _keys.add_key_options(
         _leaf(commands, "key", _keys.compute_key, "Print the idempotency key an event gets.")
@@ -224,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(create)
     _add_schema_options(create, names=("key_attr", "sort_key_attr", "expiry_attr"))
     create.add_argument("--no-wait", action="store_true", help="do not wait until ACTIVE")
+    create.add_argument(
+        "--outbox",
+        action="store_true",
+        help="also create the index of unpublished outbox events (for outbox.sweep_handler)",
+    )
     doctor = _leaf(
         commands,
         "doctor",
@@ -235,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--outbox",
         action="store_true",
-        help="check the table's stream for the outbox publisher even if no outbox item is found",
+        help="check the outbox (stream, index, backlog) even if no outbox item is found",
     )
     who = doctor.add_mutually_exclusive_group()
     who.add_argument("--role", metavar="ARN", help="check this IAM role's permissions too")

@@ -72,6 +72,10 @@ class Screen:
         self.erase()
         print(text, flush=True)
 
+    def width(self) -> int | None:
+        """Return the terminal's width when stdout is one, else None (piped: lines stay whole)."""
+        return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
     def json(self, value: Any) -> None:
         """Print `value` as one JSON line on stdout."""
         self.out(to_json(value))
@@ -102,51 +106,91 @@ class Screen:
 class Rows:
     """A table printed as its rows come, in columns sized by the first batch.
 
-    On a terminal the columns fit its width: the widest shrink, and longer cells end in `…`;
-    the first column (the key, copied into `records get`) is never cut, the line wraps instead.
+    On a terminal the columns fit its width. The columns named in `cut` give way first, in
+    that order, down to a floor; a cell wider than its column is cut with `…` (a key in its
+    middle, so both its prefix and the end of its digest stay readable). The other columns
+    shrink only when that is not enough. Piped output and `--json` keep every value whole.
     """
 
-    def __init__(self, screen: Screen, headers: Sequence[str]) -> None:
+    def __init__(
+        self,
+        screen: Screen,
+        headers: Sequence[str],
+        *,
+        cut: Sequence[int] = (),
+        middle: int | None = None,
+    ) -> None:
         self._screen = screen
         self._headers = headers
+        self._cut = cut
+        self._middle = () if middle is None else (middle,)
         self._widths: list[int] = []
         self._clip = sys.stdout.isatty()
+        #: Whether a cell of a `middle` column was cut (the caller says where to see it whole).
+        self.cut_middle = False
 
     def add(self, rows: Sequence[Sequence[str]]) -> None:
         """Print `rows`, after the header when they are the first."""
         cells = [[escape_text(cell) for cell in row] for row in rows]
         if cells and not self._widths:
-            width = shutil.get_terminal_size().columns if self._clip else None
-            self._widths = layout(self._headers, cells, width=width)
+            width = self._screen.width()
+            self._widths = layout(self._headers, cells, width=width, cut=self._cut)
             self._screen.out(render(self._headers, self._widths, clip=self._clip))
         for row in cells:
-            self._screen.out(render(row, self._widths, clip=self._clip))
+            if self._clip and any(len(row[i]) > self._widths[i] for i in self._middle):
+                self.cut_middle = True
+            self._screen.out(render(row, self._widths, clip=self._clip, middle=self._middle))
+
+
+#: The narrowest a column given way first becomes before the others shrink.
+CUT_FLOOR = 16
 
 
 def layout(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    width: int | None,
+    cut: Sequence[int] = (),
 ) -> list[int]:
-    """Return the widths of the columns; with `width`, the widest but the first shrink to fit."""
+    """Return the widths of the columns; with `width`, shrunk to fit it.
+
+    The columns in `cut` give way first, in order, down to `CUT_FLOOR`; then the widest of the
+    others shrink, down to 4.
+    """
     widths = [max(map(len, column)) for column in zip(headers, *rows, strict=True)]
-    rest = widths[1:]
-    while width is not None and sum(widths) + 2 * len(widths) - 2 > width and max(rest) > 4:
-        rest[rest.index(max(rest))] -= 1
-        widths = [widths[0], *rest]
+    if width is None:
+        return widths
+    for index in cut:
+        excess = sum(widths) + 2 * len(widths) - 2 - width
+        if excess > 0:
+            widths[index] = max(min(widths[index], CUT_FLOOR), widths[index] - excess)
+    others = [i for i in range(len(widths)) if i not in cut] or list(range(len(widths)))
+    while sum(widths) + 2 * len(widths) - 2 > width and max(widths[i] for i in others) > 4:
+        widths[max(others, key=lambda i: widths[i])] -= 1
     return widths
 
 
-def render(cells: Sequence[str], widths: Sequence[int], *, clip: bool) -> str:
-    """Return one line of a table; with `clip`, a cell wider than its column ends in `…`."""
+def render(
+    cells: Sequence[str], widths: Sequence[int], *, clip: bool, middle: Sequence[int] = ()
+) -> str:
+    """Return one line of a table; with `clip`, a cell wider than its column is cut with `…`.
+
+    A column in `middle` keeps its head and tail and loses its middle; others lose their end.
+    """
     if clip:
-        first, *rest = cells
-        cells = [
-            first,
-            *(
-                c if len(c) <= w else c[: w - 1] + "…"
-                for c, w in zip(rest, widths[1:], strict=True)
-            ),
-        ]
+        pairs = enumerate(zip(cells, widths, strict=True))
+        cells = [_fit(cell, width, i in middle) for i, (cell, width) in pairs]
     return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def _fit(cell: str, width: int, middle: bool) -> str:
+    if len(cell) <= width:
+        return cell
+    if not middle:
+        return cell[: width - 1] + "…"
+    tail = min(8, (width - 1) // 3)
+    return cell[: width - 1 - tail] + "…" + cell[len(cell) - tail :]
 
 
 def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:

@@ -44,6 +44,9 @@ LOCAL_CACHE_NOTE = (
     "memory until that instance is recycled or the record's expiry passes"
 )
 LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
+#: On a narrow terminal the key gives way first (cut in its middle), then the owner; the status,
+#: the lease and the times stay whole.
+KEY_FIRST = (0, 4)
 
 
 # --- the table and its client ---------------------------------------------------------------
@@ -114,7 +117,7 @@ def list_records(args: argparse.Namespace, screen: Screen) -> int:
     """`records list`: print the records that match the filters, as they are found."""
     now, cutoff = now_and_cutoff()
     scan = _Scan(store_from(args), args, screen)
-    table = Rows(screen, LIST_HEADERS)
+    table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     for records in scan.pages():
         views = [
             view(r, now_ms=now, cutoff_ms=cutoff)
@@ -132,7 +135,7 @@ def list_records(args: argparse.Namespace, screen: Screen) -> int:
             table.add([row(shown) for shown in views])
         if args.limit and scan.matched >= args.limit:
             break
-    scan.summary()
+    scan.summary(table)
     if not args.json and not args.quiet:
         screen.note(f"{scan.matched} record{'' if scan.matched == 1 else 's'}")
     return OK
@@ -192,7 +195,7 @@ def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
     store = store_from(args)
     now, cutoff = now_and_cutoff()
     scan = _Scan(store, args, screen)
-    table = Rows(screen, LIST_HEADERS)
+    table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     counts = {"released": 0, "changed": 0, "invalid": 0}
     for records in scan.pages():
         views = [(r, view(r, now_ms=now, cutoff_ms=cutoff)) for r in records if is_stuck(r, cutoff)]
@@ -212,7 +215,7 @@ def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
                 screen.json({**shown, "dry_run": not args.yes, "released": released})
             elif args.yes:
                 screen.out(f"{outcome} {escape_text(record.idempotency_key)}")
-    scan.summary()
+    scan.summary(table)
     if counts["invalid"]:
         screen.note(
             f"{counts['invalid']} stuck record(s) with an invalid timestamp left alone: "
@@ -239,6 +242,7 @@ def create_table(args: argparse.Namespace, screen: Screen) -> int:
         sort_key_attr=args.sort_key_attr,
         expiry_attr=args.expiry_attr,
         wait=not args.no_wait,
+        outbox=args.outbox,
     )
     summary = {
         "table": args.table,
@@ -269,7 +273,7 @@ class _Scan:
 
     def __init__(self, store: DynamoDBPersistenceLayer, args: argparse.Namespace, screen: Screen):
         self._store, self._args, self._screen = store, args, screen
-        self.pages_read = self.scanned = self.skipped = self.matched = 0
+        self.pages_read = self.scanned = self.skipped = self.outbox = self.matched = 0
         self._started = time.monotonic()
 
     def pages(self) -> Iterator[tuple[IdempotencyRecord, ...]]:
@@ -278,19 +282,26 @@ class _Scan:
             self.pages_read += 1
             self.scanned += page.scanned
             self.skipped += page.skipped
+            self.outbox += page.outbox
             yield page.records
             self._screen.progress(f"scanning: {self.scanned} items read, {self.matched} match")
 
-    def summary(self) -> None:
-        """Say how long a paged scan took, and how many items were not records."""
+    def summary(self, table: Rows) -> None:
+        """Say how long a paged scan took, how many items were not records, and whether keys
+        were cut to fit the terminal."""
         self._screen.erase()
+        if table.cut_middle:
+            self._screen.note("keys cut to fit the terminal: --json or a pipe prints them whole")
         if self.pages_read > 1 and not self._args.quiet:
             elapsed = time.monotonic() - self._started
             self._screen.note(
                 f"scanned {self.scanned} items in {self.pages_read} pages ({elapsed:.1f}s)"
             )
         if self.skipped:
-            self._screen.note(f"skipped {self.skipped} items that are not idempotency records")
+            note = f"skipped {self.skipped} items that are not idempotency records"
+            if self.outbox:
+                note += f", {self.outbox} of them outbox events (see `outbox list`)"
+            self._screen.note(note)
 
 
 def _confirm_forced(record: IdempotencyRecord | None, key: str, cutoff: int) -> None:

@@ -18,14 +18,18 @@ def handler(event, context):
 ```
 
 `publish_handler` is the Lambda handler of the table's DynamoDB Stream that puts those events
-on EventBridge. Every published event carries its id at ``detail.outbox.id``, where
-`idempotent_lambda.event_keys.OUTBOX_EVENT` finds it for a consumer's idempotency. The Outbox
+on EventBridge; `sweep_handler`, run on a schedule, publishes those no stream record brought.
+Every published event carries its id at ``detail.outbox.id``, where
+`idempotent_lambda.event_keys.OUTBOX_EVENT` finds it (with the event's account and source) for
+a consumer's idempotency. The Outbox
 guide tells the guarantee end to end, its one remaining window, ordering and cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
@@ -33,12 +37,19 @@ from idempotent_lambda._tracing import current_traceparent
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.outbox._event import (
     AGE_METRIC,
+    AWS_SOURCE_PREFIX,
     DEFAULT_SOURCE,
+    MAX_DETAIL_TYPE,
     MAX_ENTRY_BYTES,
+    MAX_SOURCE,
+    OUTBOX_INDEX,
+    PENDING_SHARDS,
+    TRACE_RESERVE_BYTES,
     OutboxEvent,
     detail_text,
     entry_size,
     event_id,
+    slot,
 )
 from idempotent_lambda.persistence.protocol import MAX_TRANSACTION_WRITES
 from idempotent_lambda.transaction import running_transaction
@@ -46,15 +57,19 @@ from idempotent_lambda.transaction import running_transaction
 if TYPE_CHECKING:
     from idempotent_lambda.adapters._batch import BatchHandler
     from idempotent_lambda.metrics import EMFMetrics
+    from idempotent_lambda.outbox._sweep import Sweeper
 
 __all__ = [
     "AGE_METRIC",
     "DEFAULT_SOURCE",
     "MAX_EVENTS",
+    "OUTBOX_INDEX",
+    "PENDING_SHARDS",
     "STREAM_FILTER_PATTERN",
     "OutboxEvent",
     "emit",
     "publish_handler",
+    "sweep_handler",
 ]
 
 #: The most events one body may emit: a transaction holds 100 writes, one is the record. Each
@@ -79,10 +94,14 @@ def emit(
 ) -> str:
     """Queue one event, written with the running body's record; return the event's id.
 
-    The id is derived from the record's key and the event's position in the body (the first
-    `emit` is 0), so a rerun of the body emits the same ids; a body that runs unrecorded
-    (idempotency off, no key) gets random ids. Nothing is written when the body raises or its
-    result is not stored, and a replay runs no body, so it writes nothing.
+    The event's item lies under the record's key, in a slot drawn from the claim (its owner
+    token) and the event's position in the body, and its id is computed from that key: nobody
+    who cannot write the record's keys can predict it. A body replayed under the same claim (a
+    durable execution's) emits the same ids; a body run again under a new claim (its record
+    expired, or its earlier run raised and wrote nothing) emits new events. A body run without
+    a record (idempotency off, no key) writes under its function's key prefix, with random ids.
+    Nothing is written when the body raises or its result is not stored, and a replay runs no
+    body, so it writes nothing.
 
     Args:
         detail_type: EventBridge ``DetailType``.
@@ -95,8 +114,10 @@ def emit(
     Raises:
         IdempotencyConfigError: No idempotent body is running here.
         IdempotencyTransactionError: The transaction is full (at most `MAX_EVENTS` writes and
-            events together), the event is over EventBridge's 256 KB, ``detail`` is not a JSON
-            object, or the store keeps no outbox. Raised here, in the body: nothing is written
+            events together); EventBridge would refuse the event (a detail type over 128
+            characters, a source over 256 or starting with ``aws.``, an entry over 256 KB once
+            the publisher adds the id and a trace context); ``detail`` is not a JSON object; or
+            the store keeps no outbox. Raised here, in the body: nothing is written
             unless the body goes on and returns.
     """
     transaction = running_transaction()
@@ -105,15 +126,12 @@ def emit(
             "outbox.emit() works only inside a function decorated by idempotent_lambda "
             "(idempotent, idempotent_function, an adapter or durable.step), while its body runs"
         )
-    for name, value in (("detail_type", detail_type), ("source", source or DEFAULT_SOURCE)):
-        if not isinstance(value, str) or not value:
-            raise IdempotencyTransactionError(f"emit: {name} must be a non-empty string")
-    if event_bus_name is not None and (not isinstance(event_bus_name, str) or not event_bus_name):
-        raise IdempotencyTransactionError("emit: event_bus_name must be a non-empty string")
+    source = DEFAULT_SOURCE if source is None else source
+    _check_names(detail_type, source, event_bus_name)
     text = detail_text(detail)
     store = transaction.store
-    put = getattr(store, "outbox_put", None)
-    if not callable(put):
+    put, locate = getattr(store, "outbox_put", None), getattr(store, "outbox_item_key", None)
+    if not callable(put) or not callable(locate):
         raise IdempotencyTransactionError(
             f"emit: {type(store).__name__} keeps no outbox; use DynamoDBPersistenceLayer "
             "(or InMemoryPersistenceLayer in tests)"
@@ -124,24 +142,54 @@ def emit(
             f"emit at most {MAX_EVENTS} events, fewer by each write of its own, because one "
             "TransactWriteItems holds 100 items and one is the idempotency record"
         )
+    if transaction.claim is None:  # a body run without a record: its events are its own
+        transaction.claim = uuid.uuid4().hex
+    owner_key = transaction.record_key or transaction.key_prefix
+    key = locate(owner_key, slot(transaction.claim, transaction.emitted))
     clock = getattr(store, "clock", SYSTEM_CLOCK)
     event = OutboxEvent(
-        event_id=event_id(transaction.record_key, transaction.emitted),
+        event_id=event_id(key),
         detail_type=detail_type,
         detail=text,
-        source=source or DEFAULT_SOURCE,
+        source=source,
         event_bus_name=event_bus_name,
         emitted_at_ms=clock.now_ms(),
         trace_parent=current_traceparent(),
     )
-    size = entry_size(event.entry(None))
-    if size > MAX_ENTRY_BYTES:
+    # the publisher sends a trace context of its own (at most 72 bytes), whether or not one
+    # is stored: size the entry without the stored one, then add the most it may take
+    untraced = dataclasses.replace(event, trace_parent=None).entry(None)
+    size = entry_size({**untraced, "EventBusName": None})
+    if size + TRACE_RESERVE_BYTES > MAX_ENTRY_BYTES:
         raise IdempotencyTransactionError(
-            f"emit: the event is {size} bytes; EventBridge takes at most {MAX_ENTRY_BYTES}"
+            f"emit: the event is {size} bytes with its id, and a publisher may add "
+            f"{TRACE_RESERVE_BYTES} more (its trace context); EventBridge takes at most "
+            f"{MAX_ENTRY_BYTES}"
         )
-    transaction.add(put(event, transaction.record_key))
+    transaction.add(put(event, key, transaction.key_prefix))
     transaction.emitted += 1
     return event.event_id
+
+
+def _check_names(detail_type: object, source: object, event_bus_name: object) -> None:
+    """Refuse what EventBridge never accepts as a detail type, source or bus name."""
+    for name, value, most in (
+        ("detail_type", detail_type, MAX_DETAIL_TYPE),
+        ("source", source, MAX_SOURCE),
+    ):
+        if not isinstance(value, str) or not value:
+            raise IdempotencyTransactionError(f"emit: {name} must be a non-empty string")
+        if len(value) > most:
+            raise IdempotencyTransactionError(
+                f"emit: {name} is {len(value)} characters; EventBridge takes at most {most}"
+            )
+    if str(source).startswith(AWS_SOURCE_PREFIX):
+        raise IdempotencyTransactionError(
+            f"emit: a source starting with {AWS_SOURCE_PREFIX!r} is AWS's own: EventBridge "
+            "refuses it from PutEvents"
+        )
+    if event_bus_name is not None and (not isinstance(event_bus_name, str) or not event_bus_name):
+        raise IdempotencyTransactionError("emit: event_bus_name must be a non-empty string")
 
 
 def publish_handler(
@@ -150,6 +198,7 @@ def publish_handler(
     events_client: Any = None,
     event_bus_name: str | None = None,
     metrics: EMFMetrics | None = None,
+    key_prefixes: Sequence[str] | None = None,
 ) -> BatchHandler:
     """Return the Lambda handler of the table's stream that publishes outbox events.
 
@@ -169,9 +218,14 @@ def publish_handler(
         event_bus_name: The bus of events emitted without one (default: the default bus).
         metrics: Where the outbox metrics go (default: EMF on stdout, namespace
             ``idempotent_lambda``).
+        key_prefixes: The key prefixes it serves (``static_pk_value`` in composite-key mode):
+            an item is served when its partition value is one of them or starts with one and
+            ``#``, as a ``dynamodb:LeadingKeys`` grant on ``<prefix>#*`` reads it. A record of
+            any other item is done at once, never published. None: every prefix of the table.
 
     Raises:
-        IdempotencyConfigError: The store keeps no outbox items.
+        IdempotencyConfigError: The store keeps no outbox items, or ``key_prefixes`` is not a
+            sequence of non-empty strings.
     """
     from idempotent_lambda.outbox._publisher import Publisher
 
@@ -180,4 +234,58 @@ def publish_handler(
         events_client=events_client,
         default_bus=event_bus_name,
         metrics=metrics,
+        key_prefixes=key_prefixes,
     )
+
+
+def sweep_handler(
+    persistence_store: Any,
+    *,
+    events_client: Any = None,
+    event_bus_name: str | None = None,
+    metrics: EMFMetrics | None = None,
+    key_prefixes: Sequence[str] | None = None,
+    min_age_seconds: int = 300,
+    limit: int = 100,
+    index_name: str = OUTBOX_INDEX,
+) -> Sweeper:
+    """Return the scheduled Lambda handler that publishes events the stream did not bring.
+
+    Every outbox item carries ``outbox_pending`` until it is published, the key of the sparse
+    index `OUTBOX_INDEX` (``outbox_pending`` and ``outbox_emitted_at``, keys only). Each run
+    reads at most ``limit`` entries of each of its prefixes' `PENDING_SHARDS` index partitions,
+    oldest first (one ``Query`` each; a ``Scan`` of the index, with the same limit, when it
+    serves every prefix), and publishes the items older than ``min_age_seconds`` through
+    the publisher's own path (consistent read, ``PutEvents``, mark). It prints the age metric
+    (`AGE_METRIC`) of the oldest unpublished item it saw, so an event the stream lost
+    (a stream off, a mapping stuck past 24 hours) is measured and published. Schedule it every
+    few minutes (the Outbox guide, "Publish what the stream lost").
+
+    Args:
+        persistence_store: The `DynamoDBPersistenceLayer` the functions emit with.
+        events_client: As `publish_handler`'s.
+        event_bus_name: As `publish_handler`'s.
+        metrics: As `publish_handler`'s.
+        key_prefixes: As `publish_handler`'s; each prefix's index partitions are queried.
+        min_age_seconds: Younger items are left to the stream's publisher.
+        limit: Index entries read per partition (per page of the ``Scan``) and run.
+        index_name: The index's name.
+
+    Returns:
+        The handler; it answers with the run's counts (``found``, ``published``, ``failed``,
+        ``oldest_age_seconds``).
+
+    Raises:
+        IdempotencyConfigError: The store keeps no outbox items, or an argument is not usable.
+    """
+    from idempotent_lambda.outbox._publisher import Publisher
+    from idempotent_lambda.outbox._sweep import Sweeper
+
+    publisher = Publisher(
+        persistence_store,
+        events_client=events_client,
+        default_bus=event_bus_name,
+        metrics=metrics,
+        key_prefixes=key_prefixes,
+    )
+    return Sweeper(publisher, min_age_seconds=min_age_seconds, limit=limit, index_name=index_name)

@@ -1,11 +1,15 @@
 """One outbox event: its id, its item in the idempotency table, its ``PutEvents`` entry.
 
 The item is a stored format (see the Outbox guide, "The outbox item"). Its key, in the attribute
-that holds idempotency keys, is ``<record key>#outbox#<event id>``: it starts with the record's
-key, so an IAM ``dynamodb:LeadingKeys`` condition on ``<key prefix>#*`` covers it, and it ends
-in a UUID with dashes where every idempotency key ends in ``#`` and a hexadecimal digest, so no
-record can ever have it. Outbox attributes all start with ``outbox_``; an item may carry more of
-them than this version reads: they are kept and ignored.
+that holds idempotency keys, is ``<record key>#outbox#<slot>`` (``<key prefix>#outbox#<slot>``
+for a body run without a record): it starts with the record's key, so an IAM
+``dynamodb:LeadingKeys`` condition on ``<key prefix>#*`` covers it, and it ends in a UUID with
+dashes where every idempotency key ends in ``#`` and a hexadecimal digest, so no record can ever
+have it. The slot is drawn from the claim that emits the event (its owner token and the event's
+position), and the event's id is computed from the item's whole primary key (`event_id`): nobody
+who cannot write under the record's key can make an item that carries its ids. Outbox attributes
+all start with ``outbox_``; an item may carry more of them than this version reads: they are
+kept and ignored.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from typing import Any
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError, IdempotencyTransactionError
 
-#: Between the record's key and the event id in an outbox item's key.
+#: Between the record's key and the slot in an outbox item's key.
 KEY_MARK = "#outbox#"
 _KEY = re.compile(r"(?:^|#)outbox#[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 #: Namespace of the UUIDv5 event ids (a stored format: never change it).
 ID_NAMESPACE = uuid.UUID("5b0c3f0e-6a43-4f4e-9d8e-0d1f6f0c7a11")
+#: Namespace of the UUIDv5 slots of a claim's events (a stored format: never change it).
+SLOT_NAMESPACE = uuid.UUID("0c7e44d2-31b6-4a5e-8f0e-6c2b9d1e5a37")
 #: Where the event id goes in the published ``detail`` (read by `event_keys.OUTBOX_EVENT`).
 DETAIL_KEY = "outbox"
 #: The publisher's EMF metric (unit Seconds) to alarm on: the oldest event a batch found
@@ -33,8 +39,14 @@ DETAIL_KEY = "outbox"
 AGE_METRIC = "OutboxOldestUnpublishedAge"
 #: ``source`` of an event emitted without one.
 DEFAULT_SOURCE = "idempotent_lambda.outbox"
-#: EventBridge's limit on one entry (source, detail type, detail, bus name...), in bytes.
+#: EventBridge's limit on one entry (time, source, detail type, detail), in bytes.
 MAX_ENTRY_BYTES = 256 * 1024
+#: EventBridge's limits on ``DetailType`` and ``Source`` (characters); ``aws.`` sources are AWS's.
+MAX_DETAIL_TYPE, MAX_SOURCE, AWS_SOURCE_PREFIX = 128, 256, "aws."
+#: What a publisher may add to a stored detail besides the id: ``,"traceparent":"<55>"``.
+TRACE_RESERVE_BYTES = len(',"traceparent":""') + 55
+#: The sparse index of unpublished items (see `PENDING`), and its shards per key prefix.
+OUTBOX_INDEX, PENDING_SHARDS = "outbox-unpublished", 4
 #: How long an unpublished outbox item is kept (TTL), and a published one after publishing:
 #: past a stream's 24-hour retention no record can bring it back to the publisher.
 RETENTION_SECONDS = 7 * 24 * 3600
@@ -51,22 +63,50 @@ ID, DETAIL_TYPE, DETAIL, SOURCE, BUS, EMITTED_AT, PUBLISHED_AT = (
 )
 #: The W3C ``traceparent`` of the span that emitted the event (docs/tracing.md), when traced.
 TRACE_PARENT = "outbox_traceparent"
+#: Present only while the item is unpublished (the mark removes it): the partition key of the
+#: sparse index `OUTBOX_INDEX`, ``<key prefix>#<shard>`` (``static_pk_value#<shard>`` in
+#: composite-key mode), sorted by `EMITTED_AT`.
+PENDING = "outbox_pending"
+#: Emit times outside this range (epoch milliseconds) make an item unreadable.
+_LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 
 
-def event_id(record_key: str | None, position: int) -> str:
-    """Return the id of the event at ``position`` of the body recorded under ``record_key``.
+def slot(claim: str, position: int) -> str:
+    """Return the item-key part of the event at ``position`` of the body run under ``claim``.
 
-    The same key and position give the same id on every rerun. Without a key (the body runs
-    unrecorded) the id is random: nothing deduplicates such a body anyway.
+    ``claim`` is the claim's owner token: the same for every invocation of one claim (a
+    durable execution's), new for each new claim, so a body run again after its record expired
+    writes new items.
     """
-    if record_key is None:
-        return str(uuid.uuid4())
-    return str(uuid.uuid5(ID_NAMESPACE, f"{record_key}#{position}"))
+    return str(uuid.uuid5(SLOT_NAMESPACE, f"{claim}#{position}"))
 
 
-def item_key(record_key: str | None, event_id: str) -> str:
-    """Return the key of an event's item: after the record's key (``outbox#...`` without one)."""
-    return f"{record_key or ''}{KEY_MARK}{event_id}".removeprefix("#")
+def item_key(owner_key: str | None, slot: str) -> str:
+    """Return an event item's key: the record's key (or key prefix), ``#outbox#``, the slot."""
+    return f"{owner_key or ''}{KEY_MARK}{slot}".removeprefix("#")
+
+
+def event_id(key: Mapping[str, Any]) -> str:
+    """Return the id of the event stored at ``key``, its item's primary key (low-level form).
+
+    The id is computed from the whole key, never read from the item: an item under another
+    key can never carry it.
+    """
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return str(uuid.uuid5(ID_NAMESPACE, text))
+
+
+def pending_value(unit: str, slot: str) -> str:
+    """Return `PENDING` of an item of ``unit`` (key prefix or partition) and ``slot``."""
+    return f"{unit}#{int(slot[0], 16) % PENDING_SHARDS}"
+
+
+def trace_parent_or_none(value: object) -> str | None:
+    """Return ``value`` if it is a W3C ``traceparent`` (55 characters, lowercase hex); else None."""
+    if isinstance(value, str) and len(value) == 55 and _TRACEPARENT.match(value):
+        return value if not value.startswith("ff") else None
+    return None
 
 
 def is_outbox_key(key: object) -> bool:
@@ -116,12 +156,17 @@ class OutboxEvent:
         return item
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> OutboxEvent:
-        """Read an outbox item (low-level form).
+    def from_item(cls, item: Mapping[str, Any], key: Mapping[str, Any]) -> OutboxEvent:
+        """Read an outbox item (low-level form) stored at ``key``, its primary key.
+
+        The event's id is `event_id` of ``key``; an item whose ``outbox_id`` says otherwise is
+        not this event. A stored ``traceparent`` that is not W3C's is dropped.
 
         Raises:
-            IdempotencyCorruptRecordError: An attribute is missing or of the wrong type (the
-                message names it, never its content).
+            IdempotencyCorruptRecordError: An attribute is missing, of the wrong type or out of
+                range, the detail is not a JSON object (or nested too deep to read), or the
+                item's ``outbox_id`` is not its key's (the message names the attribute, never
+                its content).
         """
 
         def text(name: str, *, required: bool = True) -> str | None:
@@ -143,24 +188,30 @@ class OutboxEvent:
                     f"outbox item without an integer '{name}'"
                 ) from exc
 
+        identity = event_id(key)
+        if text(ID) != identity:
+            raise IdempotencyCorruptRecordError(f"outbox item whose '{ID}' is not its key's")
+        emitted_at = int(number(EMITTED_AT) or 0)
+        if not 0 <= emitted_at <= _LATEST_MS:
+            raise IdempotencyCorruptRecordError(f"outbox item whose '{EMITTED_AT}' is out of range")
         detail = str(text(DETAIL))
         try:
             parsed = json.loads(detail)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if not isinstance(parsed, dict):
             raise IdempotencyCorruptRecordError(
                 f"outbox item whose '{DETAIL}' is not a JSON object"
             )
         return cls(
-            event_id=str(text(ID)),
+            event_id=identity,
             detail_type=str(text(DETAIL_TYPE)),
             detail=detail,
             source=str(text(SOURCE)),
             event_bus_name=text(BUS, required=False),
-            emitted_at_ms=int(number(EMITTED_AT) or 0),
+            emitted_at_ms=emitted_at,
             published_at_ms=number(PUBLISHED_AT, required=False),
-            trace_parent=text(TRACE_PARENT, required=False),
+            trace_parent=trace_parent_or_none(text(TRACE_PARENT, required=False)),
         )
 
     def entry(self, default_bus: str | None, trace_parent: str | None = None) -> dict[str, Any]:
@@ -214,7 +265,11 @@ def detail_text(detail: object) -> str:
 
 
 def entry_size(entry: Mapping[str, Any]) -> int:
-    """Return an entry's size as EventBridge counts it against the 256 KB request limit."""
+    """Return an entry's size as EventBridge counts it against the 256 KB request limit.
+
+    The bus name is counted too, which EventBridge does not: a request never comes out larger
+    than EventBridge measures it.
+    """
     size = 14  # Time
     for name in ("Source", "DetailType", "Detail", "EventBusName"):
         value = entry.get(name)

@@ -3,10 +3,13 @@
 One batch, in order:
 
 1. Records are read as the stream adapter reads them (`DynamoDBStreamRecord`); a malformed one
-   fails alone. Records that are not outbox items (idempotency records, REMOVEs, the
-   publisher's own marks when no filter spares it them) are done.
-2. The outbox items' current state is read in one consistent ``BatchGetItem`` per 100: an
-   event already marked published (a redelivered record) or gone (expired) is skipped.
+   fails alone. Records that are not outbox items of the prefixes served (idempotency records,
+   REMOVEs, the publisher's own marks when no filter spares it them, other functions' items)
+   are done.
+2. The outbox items' current state is read in one consistent ``BatchGetItem`` per 100 (one
+   key a request when a batch is refused): an event already marked published (a redelivered
+   record) or gone (expired) is skipped; one that cannot be read, or read as an event, fails
+   its own record. An event's id is computed from its item's key, never read from the item.
 3. The rest go out with ``PutEvents``, at most 10 entries and 256 KB a request, in stream
    order. Entries that fail for a transient reason are sent again (`ATTEMPTS` in all, within
    the invocation's time); a request rejected whole is split into single entries, so one bad
@@ -21,7 +24,6 @@ One batch, in order:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,8 +40,9 @@ from idempotent_lambda.exceptions import (
     MalformedRecordError,
 )
 from idempotent_lambda.metrics import COUNT, SECONDS, EMFMetrics, Metric
-from idempotent_lambda.outbox._event import AGE_METRIC, OutboxEvent, entry_size
+from idempotent_lambda.outbox._event import AGE_METRIC, OutboxEvent, entry_size, event_id
 from idempotent_lambda.persistence._aws import LazyClient, translate_errors
+from idempotent_lambda.persistence.dynamodb._outbox import key_ident
 
 logger = logging.getLogger("idempotent_lambda.outbox")
 
@@ -72,13 +75,21 @@ class Publisher:
         events_client: Any = None,
         default_bus: str | None = None,
         metrics: EMFMetrics | None = None,
+        key_prefixes: Sequence[str] | None = None,
     ) -> None:
         for method in ("outbox_key", "outbox_items", "outbox_mark_published"):
             if not callable(getattr(store, method, None)):
                 raise IdempotencyConfigError(
                     f"publish_handler needs a DynamoDBPersistenceLayer, not {type(store).__name__}"
                 )
+        if key_prefixes is not None and (
+            isinstance(key_prefixes, str) or not all(isinstance(p, str) and p for p in key_prefixes)
+        ):
+            raise IdempotencyConfigError(
+                "key_prefixes must be a list of non-empty key prefixes (or None: every prefix)"
+            )
         self.store = store
+        self.key_prefixes = None if key_prefixes is None else tuple(key_prefixes)
         self.default_bus = default_bus
         self._metrics = metrics
         self._events: LazyClient[Any] = LazyClient(
@@ -108,38 +119,56 @@ class Publisher:
             if record.event_name == "REMOVE":
                 continue
             key = self.store.outbox_key(raw["dynamodb"]["Keys"])
-            if key is not None:
+            if key is not None and self.serves(key):
                 wanted.append((index, key))
         if wanted:
-            unpublished = self._publish_batch([key for _, key in wanted], _deadline(context))
-            failed.update(index for index, key in wanted if _ident(key) in unpublished)
+            unpublished = self.publish_keys([key for _, key in wanted], _deadline(context))
+            failed.update(index for index, key in wanted if key_ident(key) in unpublished)
         if not failed:
             return partial_response([])
         first = min(failed)  # the stream's checkpoint: everything from there on comes again
         return partial_response([str(i) for i in identifiers[first:]])
 
-    def _publish_batch(self, keys: list[dict[str, Any]], deadline: float | None) -> set[str]:
-        """Publish the items at ``keys`` not yet published; return those that failed (`_ident`)."""
-        wanted = {_ident(key): key for key in keys}
-        try:
-            items = self.store.outbox_items(list(wanted.values()))
-        except IdempotencyPersistenceLayerError as exc:
-            logger.error("outbox read failed: events=%d error=%s", len(wanted), _cause(exc))
-            return set(wanted)
-        found = {_ident(self.store.outbox_key(item) or {}): item for item in items}
+    def serves(self, key: Mapping[str, Any]) -> bool:
+        """Tell whether the item at ``key`` (an outbox item's) lies under a prefix it serves."""
+        if self.key_prefixes is None:
+            return True
+        partition = self.store.outbox_partition(key)
+        return any(partition == p or partition.startswith(p + "#") for p in self.key_prefixes)
+
+    def publish_keys(
+        self,
+        keys: Sequence[Mapping[str, Any]],
+        deadline: float | None,
+        oldest_ms: int | None = None,
+    ) -> set[str]:
+        """Publish the items at ``keys`` not yet published; return those that failed.
+
+        Failures are given by `key_ident`. ``oldest_ms`` is the emit time of the oldest
+        unpublished item seen elsewhere (the sweeper's index), for the age metric.
+        """
+        wanted = {key_ident(key): key for key in keys}
+        items, unreadable = self.store.outbox_items(list(wanted.values()))
+        for ident, exc in unreadable.items():
+            logger.error(
+                "outbox item not read: event=%s error=%s", event_id(wanted[ident]), _cause(exc)
+            )
+        found = {key_ident(self.store.outbox_key(item) or {}): item for item in items}
         pending: list[OutboxEvent] = []
         where: dict[str, str] = {}  # event id -> its key's ident
-        failed: set[str] = set()
+        failed: set[str] = set(unreadable)
         skipped = 0
-        for ident in wanted:
+        for ident, key in wanted.items():
+            if ident in unreadable:
+                continue
             item = found.get(ident)
             if item is None:
                 skipped += 1  # expired or deleted: nothing left to publish
                 continue
             try:
-                event = OutboxEvent.from_item(item)
+                event = OutboxEvent.from_item(item, key)
             except IdempotencyCorruptRecordError as exc:
-                logger.error("outbox item unreadable: key=%s %s", ident, exc)
+                logger.error("outbox item unreadable: event=%s %s", event_id(key), exc)
                 failed.add(ident)
                 continue
             if event.published_at_ms is not None:
@@ -148,13 +177,19 @@ class Publisher:
             pending.append(event)
             where[event.event_id] = ident
         published, errors = self.publish(pending, deadline)
-        for event_id, code in errors.items():
-            logger.error("outbox event not published: event=%s error=%s", event_id, code)
-        failed.update(where[event_id] for event_id in errors)
+        for identity, code in errors.items():
+            logger.error("outbox event not published: event=%s error=%s", identity, code)
+        failed.update(where[identity] for identity in errors)
         now_ms = self.store.clock.now_ms()
         unmarked = self._mark(published, now_ms, {e: wanted[where[e]] for e in where})
         self._measure(
-            pending, errors, now_ms, published=len(published), skipped=skipped, unmarked=unmarked
+            pending,
+            len(failed),
+            now_ms,
+            oldest_ms,
+            published=len(published),
+            skipped=skipped,
+            unmarked=unmarked,
         )
         return failed
 
@@ -171,10 +206,28 @@ class Publisher:
             The events EventBridge accepted, and the error code of each one it did not.
         """
         spans = Publication(events, self.default_bus)  # docs/tracing.md: one trace per event
-        entries = {e.event_id: e.entry(self.default_bus, spans.traceparent(e)) for e in events}
-        pending = list(events)
-        published: list[OutboxEvent] = []
         errors: dict[str, str] = {}
+        try:
+            return self._send(events, deadline, spans, errors)
+        finally:
+            spans.end(errors)
+
+    def _send(
+        self,
+        events: Sequence[OutboxEvent],
+        deadline: float | None,
+        spans: Publication,
+        errors: dict[str, str],
+    ) -> tuple[list[OutboxEvent], dict[str, str]]:
+        """Build each event's entry (one that cannot be built fails alone), then send them."""
+        entries: dict[str, dict[str, Any]] = {}
+        for event in events:
+            try:
+                entries[event.event_id] = event.entry(self.default_bus, spans.traceparent(event))
+            except (ValueError, TypeError, RecursionError, OverflowError, OSError) as exc:
+                errors[event.event_id] = f"InvalidEntry:{type(exc).__name__}"
+        pending = [event for event in events if event.event_id in entries]
+        published: list[OutboxEvent] = []
         for attempt in range(ATTEMPTS):
             if not pending:
                 break
@@ -194,7 +247,6 @@ class Publisher:
                     if code in TRANSIENT_CODES:
                         retry.append(event)
             pending = retry
-        spans.end(errors)
         return published, errors
 
     def _put(
@@ -251,8 +303,9 @@ class Publisher:
     def _measure(
         self,
         pending: list[OutboxEvent],
-        failed: Mapping[str, str],
+        failed: int,
         now_ms: int,
+        oldest_ms: int | None,
         *,
         published: int,
         skipped: int,
@@ -261,14 +314,16 @@ class Publisher:
         """Print the batch's outbox metrics (EMF)."""
         metrics = [
             Metric("OutboxPublished", COUNT, published),
-            Metric("OutboxPublishFailed", COUNT, len(failed)),
+            Metric("OutboxPublishFailed", COUNT, failed),
             Metric("OutboxAlreadyPublished", COUNT, skipped),
         ]
         if unmarked:
             metrics.append(Metric("OutboxMarkFailed", COUNT, unmarked))
-        if pending:
-            oldest = min(event.emitted_at_ms for event in pending)
-            metrics.append(Metric(AGE_METRIC, SECONDS, max(0, now_ms - oldest) / 1000))
+        emitted = [event.emitted_at_ms for event in pending]
+        if oldest_ms is not None:
+            emitted.append(oldest_ms)
+        if emitted:
+            metrics.append(Metric(AGE_METRIC, SECONDS, max(0, now_ms - min(emitted)) / 1000))
         sink = self._metrics
         if sink is None:
             import os
@@ -306,11 +361,6 @@ def _deadline(context: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return time.monotonic() + (left_ms - _MARGIN_MS) / 1000
-
-
-def _ident(key: Mapping[str, Any]) -> str:
-    """Return a primary key (low-level form) as one comparable string."""
-    return json.dumps(key, sort_keys=True)
 
 
 def _cause(error: BaseException) -> str:

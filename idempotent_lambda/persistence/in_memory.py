@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
 from idempotent_lambda._record_format import FORMATS
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
-from idempotent_lambda.outbox._event import OutboxEvent
+from idempotent_lambda.outbox._event import OutboxEvent, item_key
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_TRANSACTION_WRITES,
@@ -108,12 +109,18 @@ class InMemoryPersistenceLayer:
         with self._lock:
             self._commit(writes)
 
-    def outbox_put(self, event: OutboxEvent, record_key: str | None) -> TransactItem:
+    def outbox_item_key(self, owner_key: str | None, slot: str) -> dict[str, Any]:
+        """Return the key of an outbox event's item, as the DynamoDB store lays it out."""
+        return {"id": {"S": item_key(owner_key, slot)}}
+
+    def outbox_put(
+        self, event: OutboxEvent, key: Mapping[str, Any], key_prefix: str | None
+    ) -> TransactItem:
         """Return the write of an outbox event: it commits into `committed_writes` like any.
 
         `outbox_events` reads them back.
         """
-        return {"Put": {"TableName": OUTBOX_TABLE, "Item": event.attributes()}}
+        return {"Put": {"TableName": OUTBOX_TABLE, "Item": {**key, **event.attributes()}}}
 
     @property
     def outbox_events(self) -> list[OutboxEvent]:
@@ -121,7 +128,7 @@ class InMemoryPersistenceLayer:
         with self._lock:
             writes = list(self.committed_writes)
         return [
-            OutboxEvent.from_item(write["Put"]["Item"])
+            OutboxEvent.from_item(write["Put"]["Item"], {"id": write["Put"]["Item"]["id"]})
             for write in writes
             if "Put" in write and write["Put"].get("TableName") == OUTBOX_TABLE
         ]

@@ -20,6 +20,11 @@ every call and sequence numbers and offsets keep growing, as on a real queue or 
 model a retry, send the same event again, or pin the id. A batch builder makes one record from
 its keywords, or one per entry of `records=` (a dict of the same keywords, overriding them for
 that record): `sqs_event(records=[{"body": {"n": 1}}, {"body": {"n": 2}}])`.
+
+The outbox's whole path runs on the local server too: `TableStream` reads a table's real
+stream (`GetRecords`) and hands its records on as Lambda's event source mapping does
+(`lambda_stream_record` converts one), and `RuleQueue` wires an EventBridge rule to an SQS
+queue whose messages it hands to a consumer as Lambda's SQS event.
 """
 
 from __future__ import annotations
@@ -46,20 +51,24 @@ from idempotent_lambda.testing._kinesis_kafka_events import (
     kafka_event,
     kinesis_event,
 )
+from idempotent_lambda.testing._outbox import RuleQueue, TableStream, lambda_stream_record
 
 __all__ = [
     "FakeLambdaContext",
     "KafkaRecordFields",
     "KinesisRecordFields",
     "ManualClock",
+    "RuleQueue",
     "SQSMessageFields",
     "StreamRecordFields",
+    "TableStream",
     "api_gateway_http_event",
     "api_gateway_rest_event",
     "create_idempotency_table",
     "dynamodb_stream_event",
     "kafka_event",
     "kinesis_event",
+    "lambda_stream_record",
     "local_dynamodb",
     "serialise_moto_writes",
     "sqs_event",

@@ -13,6 +13,10 @@ ORDER_ID_NAMESPACE: Final = uuid.UUID("6f1c2a52-3f57-4c58-9d0e-2d8f0b1f7a11")
 ORDER_CREATED: Final = "OrderCreated"
 EVENT_SOURCE: Final = "orders"
 
+#: The key prefixes of the functions that emit (CreateOrder's `KEY_PREFIX`): PublishEvents and
+#: SweepOutbox serve their outbox items only, as template.yaml's grants and stream filter do.
+OUTBOX_KEY_PREFIXES: Final = ("orders.create_order",)
+
 PENDING: Final = "PENDING"
 PAID: Final = "PAID"
 

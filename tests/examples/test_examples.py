@@ -44,6 +44,8 @@ from idempotent_lambda.testing import (
     kinesis_event,
 )
 from idempotent_lambda.testing import sqs_event as sqs_batch
+from tests.examples._recipes import RECIPES
+from tests.examples._step_functions import run_reserve_stock
 from tests.examples._tracing import run_otlp_exporter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -63,7 +65,7 @@ def examples_endpoint() -> Iterator[str]:
             "aws_secret_access_key": "testing",
         }
         client = boto3.client("dynamodb", **options)
-        create_idempotency_table(client, table_name="IdempotencyTable")
+        create_idempotency_table(client, table_name="IdempotencyTable", outbox=True)
         for table, key in (("orders", "order_id"), ("stock", "sku"), ("order_views", "order_id")):
             client.create_table(
                 TableName=table,
@@ -466,6 +468,29 @@ def run_batch_after_swap(module: ModuleType) -> None:
     assert 2 == len(module.charge.args)  # once per message: the redelivery replayed
 
 
+def run_batch_powertools_keys(module_path: Path) -> None:
+    """The BatchProcessor version processes a batch; after the switch it replays, none runs."""
+
+    def deploy(relative: str) -> ModuleType:  # one module name for both: the prefix stays
+        spec = importlib.util.spec_from_file_location("app", EXAMPLES / relative)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.charge = Calls("ch_1")
+        return module
+
+    event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
+    before = deploy("migrating/batch_after_swap.py")
+    assert {"batchItemFailures": []} == before.lambda_handler(event, FakeLambdaContext())
+    after = deploy(module_path.relative_to(EXAMPLES).as_posix())
+    for record in event["Records"]:  # SQS delivers the batch again
+        record["attributes"]["ApproximateReceiveCount"] = "2"
+    assert {"batchItemFailures": []} == after.lambda_handler(event, FakeLambdaContext())
+    assert 3 == len(before.charge.args)
+    assert [] == after.charge.args
+
+
 def run_batch_adapter(module: ModuleType) -> None:
     event = sqs_event({"order": 1}, {"order": 2}, {"order": 3})
     assert {"batchItemFailures": []} == module.handler(event, FakeLambdaContext())
@@ -498,6 +523,64 @@ def run_order_workflow(module: ModuleType) -> None:
     assert first["receipt"]["message_id"].endswith("_ch_" + first["order_id"])
 
 
+class LogOrder(logging.Handler):
+    """Records the messages of the SDK's execution logger and of idempotent_lambda's decisions."""
+
+    LOGGERS = ("aws_durable_execution_sdk_python.execution", "idempotent_lambda")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> LogOrder:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(self)
+            self.levels = getattr(self, "levels", {}) | {name: logger.level}
+            logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
+            logging.getLogger(name).setLevel(self.levels[name])
+
+
+def run_claims_plugin(module: ModuleType) -> None:
+    """A cancelled order fails its execution; the claim goes once the SDK answered FAILED."""
+    durable_runner = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
+    module.ship = Calls(lambda order_id: {"tracking_id": f"trk_{order_id}"})
+    order_id = event_id()
+    cancelled = json.dumps({"order_id": order_id, "cancelled": True})
+    order = json.dumps({"order_id": order_id})
+    with (
+        durable_runner.DurableFunctionTestRunner(handler=module.handler) as runner,
+        LogOrder() as logs,
+    ):
+        failed = runner.run(input=cancelled, execution_name="cancelled", execution_timeout=60)
+        results = [
+            runner.run(input=order, execution_name=name, execution_timeout=60)
+            for name in ("placed", "duplicate")
+        ]
+    assert "FAILED" == failed.status.value
+    assert ["SUCCEEDED", "SUCCEEDED"] == [result.status.value for result in results]
+    assert results[0].result == results[1].result
+    assert [(order_id,)] == module.ship.args
+    # The plugin released the claim after the SDK had failed the execution, not before.
+    failed_at = logs.messages.index("Execution failed")
+    released_at = next(n for n, m in enumerate(logs.messages) if "outcome=RELEASED" in m)
+    assert failed_at < released_at
+
+
+def run_claims_plugin_env(module_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function's environment selects the plugin through its entry point."""
+    monkeypatch.setenv("DURABLE_EXECUTION_PLUGINS", "idempotent_lambda.claims")
+    run_claims_plugin(load_example(module_path.relative_to(EXAMPLES).as_posix()))
+
+
 def run_outbox(
     module: ModuleType,
     aws: str,
@@ -505,67 +588,58 @@ def run_outbox(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Emit with the order, publish from the table's stream, consume from a rule's queue."""
-    from tests.integration._outbox_stack import lambda_shape
+    from idempotent_lambda.testing import RuleQueue, TableStream
 
-    for service in ("EVENTBRIDGE", "SQS", "DYNAMODBSTREAMS"):
+    for service in ("EVENTBRIDGE", "SQS", "DYNAMODB_STREAMS"):
         monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", aws)
-    dynamodb, events, sqs = (boto3.client(name) for name in ("dynamodb", "events", "sqs"))
+    dynamodb = boto3.client("dynamodb")
     table = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]
     if not table.get("StreamSpecification", {}).get("StreamEnabled"):
         dynamodb.update_table(
             TableName="IdempotencyTable",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
         )
-    stream_arn = dynamodb.describe_table(TableName="IdempotencyTable")["Table"]["LatestStreamArn"]
-    queue_url = sqs.create_queue(QueueName=f"order-created-{event_id()}")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    rule = f"order-created-{event_id()}"
-    pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
-    events.put_rule(Name=rule, EventPattern=json.dumps(pattern))
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    stream = TableStream.of_table("IdempotencyTable")
     publisher = load_example("outbox/publisher.py")
     consumer = load_example("outbox/consumer.py")
-    try:
+    sweeper = load_example("outbox/sweeper.py")
+    pattern = {"source": ["shop.orders"], "detail-type": ["OrderCreated"]}
+    with RuleQueue(pattern) as queue:
         order = {"order_id": event_id(), "total": "25.00"}
         first = module.handler(order, FakeLambdaContext())
         assert first == module.handler(order, FakeLambdaContext())  # a retry: one event
-        streams = boto3.client("dynamodbstreams", endpoint_url=aws)
-        records = []
-        for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
-            iterator = streams.get_shard_iterator(
-                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            records += [
-                lambda_shape(r, stream_arn)
-                for r in streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
-            ]
-        ours = [
-            r
-            for r in records
-            if r["dynamodb"]["Keys"]["id"]["S"].endswith("#outbox#" + first["event_id"])
-        ]
-        assert 1 == len(ours)
-        for _ in range(2):  # the stream delivers the record again: still one event
-            assert {"batchItemFailures": []} == publisher.handler({"Records": ours}, None)
-        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+        batch = stream.next_event()
+        for _ in range(2):  # the stream delivers the records again: still one event
+            assert {"batchItemFailures": []} == publisher.handler(batch, None)
+        delivered = queue.receive()
         assert [first["event_id"]] == [
-            json.loads(m["Body"])["detail"]["outbox"]["id"] for m in messages
+            json.loads(r["body"])["detail"]["outbox"]["id"] for r in delivered["Records"]
         ]
-        batch = sqs_batch(
-            records=[{"body": m["Body"], "message_id": m["MessageId"]} for m in messages],
-            queue_arn=queue_arn,
-        )
         capsys.readouterr()
         for _ in range(2):  # SQS delivers the message again: one confirmation
-            assert {"batchItemFailures": []} == consumer.handler(batch, FakeLambdaContext())
+            assert {"batchItemFailures": []} == consumer.handler(delivered, FakeLambdaContext())
         assert [
             f"confirmation sent for {order['order_id']}"
         ] == capsys.readouterr().out.splitlines()
-    finally:
-        events.remove_targets(Rule=rule, Ids=["queue"])
-        events.delete_rule(Name=rule)
+        queue.settle(delivered, {"batchItemFailures": []})
+        # an order whose stream record never reaches the publisher, emitted 10 minutes ago
+        late = module.handler({"order_id": event_id(), "total": "5.00"}, FakeLambdaContext())
+        (key,) = [
+            r["dynamodb"]["Keys"]
+            for r in stream.read()
+            if r["dynamodb"].get("NewImage", {}).get("outbox_id") == {"S": late["event_id"]}
+        ]
+        dynamodb.update_item(
+            TableName="IdempotencyTable",
+            Key=key,
+            UpdateExpression="SET outbox_emitted_at = outbox_emitted_at - :ten_minutes",
+            ExpressionAttributeValues={":ten_minutes": {"N": "600000"}},
+        )
+        answer = sweeper.handler({}, FakeLambdaContext())
+        assert (1, 0) == (answer["due"], answer["failed"])
+        assert [late["event_id"]] == [
+            json.loads(r["body"])["detail"]["outbox"]["id"] for r in queue.receive()["Records"]
+        ]
 
 
 def run_ordered_consumer(module: ModuleType) -> None:
@@ -612,15 +686,20 @@ RUNNERS: dict[str, Callable[..., None]] = {
     "http/caller.py": run_caller,
     "redis/charge_order.py": run_redis_charge_order,
     "durable/order_workflow.py": run_order_workflow,
+    "durable/claims_plugin.py": run_claims_plugin,
+    "durable/claims_plugin_env.py": run_claims_plugin_env,
     "migrating/after_swap.py": run_after_swap,
     "migrating/batch_after_swap.py": run_batch_after_swap,
     "migrating/batch_adapter.py": run_batch_adapter,
+    "migrating/batch_powertools_keys.py": run_batch_powertools_keys,
     "tracing/otlp_exporter.py": run_otlp_exporter,
     "outbox/create_order.py": run_outbox,
     "outbox/ordered_consumer.py": run_ordered_consumer,
+    "step_functions/reserve_stock.py": run_reserve_stock,
+    **RECIPES,
 }
 #: Examples that a runner above loads and runs with the one it is given.
-RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py"]
+RUN_ALONG = ["outbox/publisher.py", "outbox/consumer.py", "outbox/sweeper.py"]
 #: Examples that are pytest modules themselves: run by pytest in a child process.
 TEST_MODULES = [
     "testing/test_handler.py",
@@ -632,6 +711,7 @@ TEST_MODULES = [
     "testing/test_table_stream.py",
     "http/test_create_order.py",
     "durable/test_order_workflow.py",
+    "outbox/test_whole_path.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]

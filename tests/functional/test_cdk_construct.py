@@ -13,6 +13,7 @@ from tests.functional.test_template import IDEMPOTENCY_ACTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRUCT = ROOT / "cdk" / "idempotent_lambda_cdk" / "_table.py"
+OUTBOX = ROOT / "cdk" / "idempotent_lambda_cdk" / "_outbox.py"
 
 
 def constants(path: Path) -> dict[str, object]:
@@ -70,10 +71,29 @@ def test_the_construct_grants_the_outbox_what_the_template_grants() -> None:
     from idempotent_lambda.outbox._event import KEY_MARK
     from samples.local_stack import load_template
 
-    values = constants(CONSTRUCT)
+    values = constants(OUTBOX)
     assert KEY_MARK == values["OUTBOX_KEY_MARK"]
     functions = load_template()["Resources"]
     publisher = functions["PublishEventsFunction"]["Properties"]["Policies"][0]["Statement"]
     grants = {s["Sid"]: tuple(s["Action"]) for s in publisher}
     assert grants["MarkOutboxEventsPublished"] == values["PUBLISH_ACTIONS"]
     assert grants["ReadIdempotencyStream"] == values["STREAM_ACTIONS"]
+
+
+def test_the_construct_names_the_outbox_s_index_as_the_template_does() -> None:
+    """The sweeper's index: template.yaml's name, keys and projection (tied to the library in
+    test_template_outbox.py); its Query the action both grant."""
+    from samples.local_stack import load_template
+
+    values = constants(OUTBOX)
+    resources = load_template()["Resources"]
+    (index,) = resources["IdempotencyTable"]["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == values["OUTBOX_INDEX"]
+    assert [key["AttributeName"] for key in index["KeySchema"]] == [
+        values["OUTBOX_PENDING_ATTRIBUTE"],
+        values["OUTBOX_EMITTED_AT_ATTRIBUTE"],
+    ]
+    sweeper = resources["SweepOutboxFunction"]["Properties"]["Policies"][0]["Statement"]
+    grants = {s["Sid"]: tuple(s["Action"]) for s in sweeper}
+    assert grants["FindUnpublishedOutboxItems"] == values["SWEEP_ACTIONS"]
+    assert grants["MarkOutboxEventsPublished"] == values["PUBLISH_ACTIONS"]

@@ -471,6 +471,28 @@ def test_the_summary_explains_every_answer(app: LocalApp) -> None:
     assert any("[ok] every answer is explained" in line for line in summary), text
 
 
+def test_the_summary_counts_agree_with_each_other(app: LocalApp) -> None:
+    """CreateOrder's row, its account of answers and the metrics tell one story: every
+    invocation has an answer (a failed one API Gateway's 500), every run and replay is one."""
+    t, lines = transcript()
+    run_scenario(app, t)
+    summary = lines[next(i for i, line in enumerate(lines) if "5. Summary" in line) :]
+    text = "\n".join(summary)
+
+    row = next(line.split() for line in summary if line.split()[:1] == ["CreateOrderFunction"])
+    invocations, requests, ran, replayed = map(int, row[1:5])
+    answered = next(line for line in summary if "CreateOrderFunction answered" in line)
+    account = next(line for line in summary if "every answer is explained" in line)
+    # "every answer is explained: 21 = 8 ran + 2 replayed + 11 refused before the handler"
+    total, account_ran, account_replayed, _ = (
+        int(word) for word in account.split(":", 1)[1].split() if word.isdigit()
+    )
+    assert (invocations, invocations) == (requests, int(answered.split()[2])), text
+    assert (invocations, ran, replayed) == (total, account_ran, account_replayed), text
+    assert any("500 x" in line and "commit failed" in line for line in summary), text
+    # The metrics line is one of the scenario's checks (test_demo_scenario_passes_every_check).
+
+
 def test_an_answer_the_demo_cannot_explain_fails_the_summary() -> None:
     """An answer of no known kind is listed and fails the summary's check."""
     t, lines = transcript()

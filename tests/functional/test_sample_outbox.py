@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import time
+import uuid
 from collections import Counter
 from typing import Any
 
 import boto3
 import pytest
 
+from idempotent_lambda.outbox._event import EMITTED_AT, ID, KEY_MARK, PENDING
 from samples.local_lambda import PublisherKilled, filter_records, is_outbox_key, stream_event
 from samples.outbox_steps import TAG, step_outbox
 from samples.scenario import LocalApp, Outbox, Transcript, order_body, step_create_orders
@@ -181,3 +185,65 @@ def test_the_rule_routes_order_created_only(app: LocalApp) -> None:
     assert 0 == client.put_events(Entries=entries)["FailedEntryCount"]
 
     assert [] == outbox_of(app).queue.receive()
+
+
+def test_the_publisher_filter_delivers_only_the_items_its_grant_may_read(app: LocalApp) -> None:
+    """On the table's real stream, another function's outbox item (an INSERT with an outbox id,
+    under its own key prefix) is dropped by the template's filter, CreateOrder's is kept, and
+    every kept key matches the publisher's LeadingKeys grant: no batch holds an item whose
+    read would be denied."""
+    from samples.local_stack import load_template
+
+    sku = f"SKU-{app.run_id.upper()}"
+    foreign = f"orders.process_payment#{app.run_id}{KEY_MARK}{uuid.uuid4()}"
+    app.dynamodb.put_item(
+        TableName=app.tables["IdempotencyTable"],
+        Item={"id": {"S": foreign}, ID: {"S": str(uuid.uuid4())}, "outbox_detail": {"S": "{}"}},
+    )
+    created = app.post_order(order_body(f"olga-{app.run_id}", (sku, 1, "5.00")), f"k-{sku}")
+    assert 201 == created.status
+    written, records = outbox_of(app).read()  # everything since, and what the filter keeps
+
+    statements = load_template()["Resources"]["PublishEventsFunction"]["Properties"]["Policies"]
+    (grant,) = [s for s in statements[0]["Statement"] if s["Sid"] == "MarkOutboxEventsPublished"]
+    patterns = grant["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    keys = [r["dynamodb"]["Keys"]["id"]["S"] for r in records]
+
+    assert written > len(records) >= 1
+    assert foreign not in keys
+    assert all(any(fnmatch.fnmatchcase(key, p) for p in patterns) for key in keys)
+    assert not any(fnmatch.fnmatchcase(foreign, p) for p in patterns)
+
+
+def test_the_sweeper_publishes_an_event_the_stream_never_brought(app: LocalApp) -> None:
+    """An order's event whose stream record was lost (never handed to PublishEvents) and that
+    waited 10 minutes: SweepOutbox finds it in the template's index, publishes it once, and the
+    consumer reserves its stock once; the late record, if it came, would publish nothing."""
+    sku = f"SKU-{app.run_id.upper()}"
+    _, records = new_order(app, sku, 4)
+    key = records[0]["dynamodb"]["Keys"]
+    waited = int(time.time() * 1000) - 600_000  # as if emitted 10 minutes ago
+    app.dynamodb.update_item(
+        TableName=app.tables["IdempotencyTable"],
+        Key=key,
+        UpdateExpression="SET #at = :at",
+        ExpressionAttributeNames={"#at": EMITTED_AT},
+        ExpressionAttributeValues={":at": {"N": str(waited)}},
+    )
+    put = sum(app.requests.events_put.values())
+
+    swept = app.call("SweepOutboxFunction", {})
+    count, consumed = consume(app)
+    late = app.call("PublishEventsFunction", stream_event(records))
+
+    assert 0 == swept["failed"]
+    assert {"batchItemFailures": []} == consumed
+    assert count >= 1
+    assert Counter({sku: 4}) == stock(app, {sku})
+    assert {"batchItemFailures": []} == late
+    assert 0 == consume(app)[0]  # the late record put nothing on the bus
+    assert sum(app.requests.events_put.values()) > put
+    item = app.dynamodb.get_item(
+        TableName=app.tables["IdempotencyTable"], Key=key, ConsistentRead=True
+    )["Item"]
+    assert PENDING not in item  # out of the index: the next sweep reads nothing of it

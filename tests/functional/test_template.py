@@ -49,6 +49,8 @@ BATCH_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]
 #: The outbox's publisher keeps no idempotency record: it reads and marks outbox items
 #: (tests/functional/test_template_outbox.py checks its grants).
 PUBLISHER = "PublishEventsFunction"
+#: It republishes what the stream did not bring: no record of its own either.
+SWEEPER = "SweepOutboxFunction"
 LARGE_RESULT_ACTIONS = ["s3:GetObject", "s3:PutObject"]
 EXPIRY_PARAMETER = {"Ref": "IdempotencyExpiryDays"}
 CURRENT_PYTHON_RUNTIMES = {"python3.12", "python3.13", "python3.14"}
@@ -124,9 +126,11 @@ def key_prefix_in(handler: str) -> str:
 
 
 def record_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The functions that keep idempotency records: all but the outbox's publisher."""
+    """The functions that keep idempotency records: all but the outbox's publisher and sweeper."""
     functions = resources(template, "AWS::Serverless::Function")
-    return {name: function for name, function in functions.items() if name != PUBLISHER}
+    return {
+        name: function for name, function in functions.items() if name not in {PUBLISHER, SWEEPER}
+    }
 
 
 def test_every_function_has_exactly_the_store_actions_on_its_own_keys(
@@ -211,10 +215,13 @@ def test_create_order_may_only_put_orders(template: dict[str, Any]) -> None:
 
 
 def test_idempotency_table_matches_the_store(template: dict[str, Any]) -> None:
-    """Partition key ``id`` (S) only, TTL on ``expiration``, on-demand, encrypted."""
+    """Partition key ``id`` (S) only, TTL on ``expiration``, on-demand, encrypted.
+
+    (The outbox's index and its attributes: test_template_outbox.py.)
+    """
     table = resources(template, "AWS::DynamoDB::Table")["IdempotencyTable"]
     assert [{"AttributeName": "id", "KeyType": "HASH"}] == table["KeySchema"]
-    assert [{"AttributeName": "id", "AttributeType": "S"}] == table["AttributeDefinitions"]
+    assert {"AttributeName": "id", "AttributeType": "S"} in table["AttributeDefinitions"]
     assert {"AttributeName": "expiration", "Enabled": True} == table["TimeToLiveSpecification"]
     assert "PAY_PER_REQUEST" == table["BillingMode"]
     assert table["SSESpecification"]["SSEEnabled"] is True
@@ -430,8 +437,9 @@ def test_functions_may_only_put_and_get_large_results_under_their_own_prefix(
     aws = _sample_aws_module()
     functions = record_functions(template)
     assert functions
-    publisher = resources(template, "AWS::Serverless::Function")[PUBLISHER]
-    assert not [s for s in statements(publisher) if mentions(s["Resource"], "LargeResultsBucket")]
+    for name in (PUBLISHER, SWEEPER):
+        outbox = resources(template, "AWS::Serverless::Function")[name]
+        assert not [s for s in statements(outbox) if mentions(s["Resource"], "LargeResultsBucket")]
     granted = set()
     for name, function in functions.items():
         key_prefix = key_prefix_in(function["Handler"])
@@ -481,9 +489,12 @@ def test_every_alarm_notifies_the_alarm_topic(template: dict[str, Any]) -> None:
     """An alarm nobody hears is no alarm: each one sends to AlarmTopic, which is an output."""
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     assert len(alarms) >= 11
+    # a sweeper that does not run sends no data: that silence is what its alarm is about
+    silence = {"SweepOutboxNotRunningAlarm"}
     for name, alarm in alarms.items():
         assert [{"Ref": "AlarmTopic"}] == alarm["AlarmActions"], name
-        assert "notBreaching" == alarm["TreatMissingData"], name
+        expected = "breaching" if name in silence else "notBreaching"
+        assert expected == alarm["TreatMissingData"], name
     assert {"Ref": "AlarmTopic"} == template["Outputs"]["AlarmTopicArn"]["Value"]
 
 

@@ -17,12 +17,15 @@ import pytest
 
 from idempotent_lambda import outbox
 from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
-from samples.app.orders import EVENT_SOURCE, ORDER_CREATED
+from idempotent_lambda.testing import dynamodb_stream_event
+from samples.app.orders import EVENT_SOURCE, ORDER_CREATED, OUTBOX_KEY_PREFIXES
+from samples.local_lambda import filter_records
 from samples.local_stack import load_template
 from tests.functional.test_template import (
     CLIENT_METHOD_ACTIONS,
     IDEMPOTENCY_TABLE_ARN,
     PUBLISHER,
+    SWEEPER,
     alarms_on,
     as_list,
     dimension,
@@ -35,8 +38,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE_STREAM = {"Fn::GetAtt": ["IdempotencyTable", "StreamArn"]}
 #: The store methods the publisher calls on a batch (`outbox.publish_handler`).
 PUBLISHER_METHODS = {"outbox_items", "outbox_mark_published"}
+#: The store method the sweeper adds (`outbox.sweep_handler`): it reads the index.
+SWEEPER_METHODS = {"outbox_pending_keys"}
 #: The store methods only operators call (the CLI, with their own credentials).
-OPERATOR_METHODS = {"outbox_find", "outbox_scan", "_outbox_pages"}
+OPERATOR_METHODS = {"outbox_find", "outbox_scan", "outbox_probe", "_outbox_pages"}
 #: The one function that emits (outbox.emit), and a record key and event id of its.
 EMITTER = "CreateOrderFunction"
 EVENT_ID = str(uuid.uuid4())
@@ -56,23 +61,55 @@ def by_sid(function: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def client_calls(path: Path) -> dict[str, set[str]]:
-    """The ``client.<method>(...)`` calls of each method of the module at ``path``."""
-    calls: dict[str, set[str]] = {}
+    """The ``client.<method>(...)`` calls of each method of the module at ``path``, with those
+    of the module's methods it calls as ``self.<method>(...)``."""
+    direct: dict[str, set[str]] = {}
+    own: dict[str, set[str]] = {}
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.FunctionDef):
-            calls[node.name] = {
-                call.func.attr
+            called = [
+                (call.func.value.id, call.func.attr)
                 for call in ast.walk(node)
                 if isinstance(call, ast.Call)
                 and isinstance(call.func, ast.Attribute)
                 and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == "client"
-            }
-    return calls
+            ]
+            direct[node.name] = {attr for name, attr in called if name == "client"}
+            own[node.name] = {attr for name, attr in called if name == "self"}
+
+    def sent(method: str, seen: frozenset[str]) -> set[str]:
+        found = set(direct[method])
+        for callee in own[method] & set(direct) - seen:
+            found |= sent(callee, seen | {callee})
+        return found
+
+    return {method: sent(method, frozenset({method})) for method in direct}
 
 
 def leading_keys(statement: dict[str, Any]) -> list[str]:
     return list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+
+
+def outbox_keys(prefix: str) -> list[str]:
+    """Outbox item keys under ``prefix``: a record's event, and a body's run without a record."""
+    return [f"{prefix}#{'ab' * 32}{KEY_MARK}{EVENT_ID}", f"{prefix}{KEY_MARK}{EVENT_ID}"]
+
+
+def may_read(patterns: list[str], key: str) -> bool:
+    """Tell whether a LeadingKeys condition with ``patterns`` lets a request name ``key``."""
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns)
+
+
+def outbox_mapping(template: dict[str, Any]) -> dict[str, Any]:
+    return resources(template, "AWS::Lambda::EventSourceMapping")["OutboxStreamEventSourceMapping"]
+
+
+def inserted(key: str, **image: Any) -> dict[str, Any]:
+    """The stream record of an item's INSERT, as Lambda delivers it."""
+    (record,) = dynamodb_stream_event(
+        keys={"id": key}, new_image={"id": key, **image}, event_name="INSERT"
+    )["Records"]
+    return record
 
 
 def test_the_emitter_s_record_grant_covers_its_outbox_items(template: dict[str, Any]) -> None:
@@ -88,18 +125,19 @@ def test_the_emitter_s_record_grant_covers_its_outbox_items(template: dict[str, 
     assert (ROOT / "samples/app/create_order.py").read_text("utf-8").count("outbox.emit(") == 1
 
 
-def test_the_publisher_may_touch_the_emitter_s_outbox_items_and_no_record(
-    template: dict[str, Any],
+@pytest.mark.parametrize("name", [PUBLISHER, SWEEPER])
+def test_the_outbox_functions_may_touch_the_emitter_s_outbox_items_and_no_record(
+    template: dict[str, Any], name: str
 ) -> None:
-    """Its LeadingKeys pattern matches an outbox item of CreateOrder, not one of its records,
-    nor another function's items."""
+    """Their LeadingKeys patterns match CreateOrder's outbox items (a record's, and a body's run
+    without a record), not one of its records, nor another function's items."""
     prefix = key_prefix_in(function(template, EMITTER)["Handler"])
-    (pattern,) = leading_keys(by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"])
-    assert f"{prefix}#*{KEY_MARK}*" == pattern
-    record_key = f"{prefix}#{'ab' * 32}"
-    assert fnmatch.fnmatchcase(item_key(record_key, EVENT_ID), pattern)
-    assert not fnmatch.fnmatchcase(record_key, pattern)
-    assert not fnmatch.fnmatchcase(item_key(f"orders.other#{'ab' * 32}", EVENT_ID), pattern)
+    assert (prefix,) == OUTBOX_KEY_PREFIXES
+    patterns = leading_keys(by_sid(function(template, name))["MarkOutboxEventsPublished"])
+    assert all(may_read(patterns, key) for key in outbox_keys(prefix))
+    assert not may_read(patterns, f"{prefix}#{'ab' * 32}")
+    assert not any(may_read(patterns, key) for key in outbox_keys("orders.other"))
+    assert not any(may_read(patterns, key) for key in outbox_keys(f"{prefix}x"))
 
 
 def test_the_idempotency_table_streams_new_images(template: dict[str, Any]) -> None:
@@ -128,19 +166,50 @@ def test_the_publisher_s_mapping_reads_the_table_stream_bounded_and_in_order(
     ]["Destination"]
 
 
-def test_the_publisher_s_filter_is_outbox_inserts(template: dict[str, Any]) -> None:
-    """One pattern: INSERTs of items with an outbox id (only outbox items have one).
+def test_the_publisher_s_filter_is_outbox_inserts_of_its_own_prefixes(
+    template: dict[str, Any],
+) -> None:
+    """One pattern: the library's (INSERTs of items with an outbox id), narrowed to keys under
+    the prefixes the publisher serves, `<prefix>#`.
 
     Evaluated on real stream records in test_sample_outbox.py.
     """
-    mapping = resources(template, "AWS::Lambda::EventSourceMapping")[
-        "OutboxStreamEventSourceMapping"
+    (pattern,) = [
+        json.loads(f["Pattern"]) for f in outbox_mapping(template)["FilterCriteria"]["Filters"]
     ]
-    (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    prefixes = [{"prefix": f"{p}#"} for p in OUTBOX_KEY_PREFIXES]
     assert {
-        "eventName": ["INSERT"],
-        "dynamodb": {"NewImage": {ID: {"S": [{"exists": True}]}}},
+        "eventName": outbox.STREAM_FILTER_PATTERN["eventName"],
+        "dynamodb": {
+            "Keys": {"id": {"S": prefixes}},
+            **outbox.STREAM_FILTER_PATTERN["dynamodb"],
+        },
     } == pattern
+    assert {"eventName": ["INSERT"], "dynamodb": {"NewImage": {ID: {"S": [{"exists": True}]}}}} == (
+        outbox.STREAM_FILTER_PATTERN
+    )
+
+
+def test_the_publisher_is_delivered_only_the_items_it_may_read(template: dict[str, Any]) -> None:
+    """Of outbox INSERTs, the filter keeps those under the publisher's LeadingKeys grant and
+    drops another function's (which the batch's one BatchGetItem could not read: AccessDenied
+    for the whole batch). Records of the emitter's own idempotency items are dropped too."""
+    patterns = [str(f["Pattern"]) for f in outbox_mapping(template)["FilterCriteria"]["Filters"]]
+    granted = leading_keys(by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"])
+    (prefix,) = OUTBOX_KEY_PREFIXES
+    ours = [inserted(key, **{ID: EVENT_ID}) for key in outbox_keys(prefix)]
+    others = [
+        inserted(key, **{ID: EVENT_ID})
+        for other in ("orders.process_payment", f"{prefix}x", "orders")
+        for key in outbox_keys(other)
+    ]
+    record = inserted(f"{prefix}#{'ab' * 32}", status="COMPLETED")
+
+    kept = filter_records([*ours, *others, record], patterns)
+
+    assert ours == kept
+    assert all(may_read(granted, r["dynamodb"]["Keys"]["id"]["S"]) for r in kept)
+    assert not any(may_read(granted, r["dynamodb"]["Keys"]["id"]["S"]) for r in others)
 
 
 def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> None:
@@ -159,7 +228,7 @@ def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> N
         "PublishOrderEvents": (
             ["events:PutEvents"],
             {"Fn::GetAtt": ["OrderEventsBus", "Arn"]},
-            False,
+            True,
         ),
         "ReadIdempotencyStream": (
             ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
@@ -181,11 +250,13 @@ def test_the_publisher_gets_exactly_what_it_calls(template: dict[str, Any]) -> N
 
 def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, Any]) -> None:
     """What the publisher's store methods send is what MarkOutboxEventsPublished allows; the
-    operators' methods (list, read one) are granted to no function."""
+    sweeper's index read is a Query (a Scan only when it serves every prefix, which the sample's
+    never does); the operators' methods (list, read one) are granted to no function."""
     calls = client_calls(ROOT / "idempotent_lambda/persistence/dynamodb/_outbox.py")
-    assert PUBLISHER_METHODS | OPERATOR_METHODS <= set(calls)
-    sending = {method for method, sent in calls.items() if sent}
-    assert sending <= PUBLISHER_METHODS | OPERATOR_METHODS  # a new one must be placed here
+    placed = PUBLISHER_METHODS | SWEEPER_METHODS | OPERATOR_METHODS
+    assert placed <= set(calls)
+    sending = {method for method, sent in calls.items() if sent and not method.startswith("_")}
+    assert sending <= placed  # a new one must be placed here
     publisher = ast.parse((ROOT / "idempotent_lambda/outbox/_publisher.py").read_text("utf-8"))
     used = {
         node.attr
@@ -204,6 +275,11 @@ def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, An
     granted = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]["Action"]
     assert sorted(granted) == sorted(sent)
     assert set() == calls["outbox_put"]  # emit's write is a Put of the record's transaction
+    sweep = (ROOT / "idempotent_lambda/outbox/_sweep.py").read_text("utf-8")
+    assert "store.outbox_pending_keys(" in sweep
+    assert {"query", "scan"} == calls["outbox_pending_keys"]
+    query = by_sid(function(template, SWEEPER))["FindUnpublishedOutboxItems"]["Action"]
+    assert ["dynamodb:Query"] == query
 
 
 def test_the_rule_sends_order_created_to_the_consumer_s_queue(template: dict[str, Any]) -> None:
@@ -280,3 +356,51 @@ def test_unpublished_events_are_alarmed_where_the_publisher_measures_them(
     assert 0 < alarm["Threshold"] <= 900
     watched = function(template, PUBLISHER)["DeploymentPreference"]["Alarms"]
     assert {"Ref": "OutboxUnpublishedAgeAlarm"} in watched
+
+
+def put_events_statements(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Every function's statements that allow events:PutEvents, by function."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, props in resources(template, "AWS::Serverless::Function").items():
+        for statement in statements(props):
+            if "events:PutEvents" in as_list(statement["Action"]):
+                found.setdefault(name, []).append(statement)
+    return found
+
+
+def test_only_the_outbox_functions_may_put_events_and_only_their_source(
+    template: dict[str, Any],
+) -> None:
+    """PutEvents: the publisher and the sweeper, on OrderEventsBus, for EVENT_SOURCE only (the
+    `events:source` condition, one value per entry of a PutEvents)."""
+    granted = put_events_statements(template)
+    assert {PUBLISHER, SWEEPER} == set(granted)
+    for name, found in granted.items():
+        (statement,) = found
+        assert {"Fn::GetAtt": ["OrderEventsBus", "Arn"]} == statement["Resource"], name
+        assert {"StringEquals": {"events:source": EVENT_SOURCE}} == statement["Condition"], name
+    source = (ROOT / "samples/app/create_order.py").read_text(encoding="utf-8")
+    assert "source=EVENT_SOURCE," in source
+
+
+def test_the_bus_lets_no_other_principal_put_the_outbox_s_source(
+    template: dict[str, Any],
+) -> None:
+    """OrderEventsBus's policy denies PutEvents of EVENT_SOURCE to every principal, of any
+    account, but the roles of the two functions granted it; nothing else in the policy."""
+    (policy,) = resources(template, "AWS::Events::EventBusPolicy").values()
+    assert {"Ref": "OrderEventsBus"} == policy["EventBusName"]
+    statement = policy["Statement"]
+    assert ("Deny", "*", "events:PutEvents") == (
+        statement["Effect"],
+        statement["Principal"],
+        statement["Action"],
+    )
+    assert {"Fn::GetAtt": ["OrderEventsBus", "Arn"]} == statement["Resource"]
+    roles = [{"Fn::GetAtt": [f"{name}Role", "Arn"]} for name in (PUBLISHER, SWEEPER)]
+    assert {
+        "StringEquals": {"events:source": EVENT_SOURCE},
+        "ArnNotEquals": {"aws:PrincipalArn": roles},
+    } == statement["Condition"]
+    assert set(put_events_statements(template)) == {r["Fn::GetAtt"][0][:-4] for r in roles}
+    assert not {"Policy"} & set(resources(template, "AWS::Events::EventBus")["OrderEventsBus"])

@@ -7,7 +7,6 @@ that `OutboxStack.received` reads, as a consumer fed by EventBridge would.
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import pytest
 from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
+from idempotent_lambda.testing import lambda_stream_record
 
 SOURCE = "tests.outbox"
 
@@ -69,7 +69,9 @@ class OutboxStack:
                 continue
             response = streams.get_records(ShardIterator=iterator)
             self._iterators[shard_id] = response.get("NextShardIterator")
-            records.extend(lambda_shape(r, self.stream_arn) for r in response["Records"])
+            records.extend(
+                lambda_stream_record(r, stream_arn=self.stream_arn) for r in response["Records"]
+            )
         return records
 
     def received(self) -> list[dict[str, Any]]:
@@ -102,28 +104,6 @@ class OutboxStack:
         items = ddb.scan(TableName=self.table, ConsistentRead=True)["Items"]
         key_attr = self.store._schema.idempotency_key_attr
         return [i for i in items if is_outbox_key(i.get(key_attr, {}).get("S"))]
-
-
-def lambda_shape(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    """Turn a GetRecords record into a Lambda event record (epoch time, base64 binary)."""
-    change = dict(record["dynamodb"])
-    when = change.get("ApproximateCreationDateTime")
-    if when is not None and not isinstance(when, int | float):
-        change["ApproximateCreationDateTime"] = int(when.timestamp())
-    for name in ("Keys", "NewImage", "OldImage"):
-        if name in change:
-            change[name] = _base64_binary(change[name])
-    return {**record, "dynamodb": change, "eventSourceARN": stream_arn}
-
-
-def _base64_binary(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, dict):
-        return {k: _base64_binary(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_base64_binary(v) for v in value]
-    return value
 
 
 def make_stack(

@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from idempotent_lambda.cli import main
-from idempotent_lambda.testing import api_gateway_http_event, kafka_event, sqs_event
+from idempotent_lambda.testing import (
+    api_gateway_http_event,
+    kafka_event,
+    kinesis_event,
+    sqs_event,
+)
 
 FUNCTION = "orders-prod"
 STORE = """
@@ -27,6 +32,7 @@ import functools, os
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig, idempotent
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
+from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 
 store = DynamoDBPersistenceLayer(os.environ["ORDERS_TABLE"])
@@ -73,6 +79,14 @@ def handler(record, context):
     return None
 """,
         sqs_event(records=[{"body": {"order_id": "o-1"}}, {"body": {"order_id": "o-2"}}]),
+    ),
+    "kinesis, Powertools' keys of the whole record": (
+        """
+@idempotent_kinesis_handler(persistence_store=store, source_scope="powertools")
+def handler(record, context):
+    return None
+""",
+        kinesis_event(records=[{"data": {"order_id": "o-1"}}, {"data": {"order_id": "o-2"}}]),
     ),
     "http, own header": (
         """

@@ -107,3 +107,18 @@ def test_doctor_checks_the_stream_when_outbox_items_exist_or_when_asked(
     assert "ok    outbox stream: stream enabled (NEW_IMAGE)" == doctor_line(
         run(capsys, *stream_table)[1]
     )
+
+
+def test_records_list_names_the_outbox_items_it_skips(
+    stack: OutboxStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outbox items are not records: `records list` counts them apart and says where they show."""
+    emit_orders(stack, "o-1", "o-2")
+    code = main(["records", "list", "--table", stack.table, "--endpoint-url", stack.endpoint])
+    err = capsys.readouterr().err
+
+    assert 0 == code
+    assert (
+        "skipped 2 items that are not idempotency records, 2 of them outbox events "
+        "(see `outbox list`)"
+    ) in err

@@ -77,11 +77,11 @@ def held_scan(dynamodb_endpoint: str) -> Iterator[HeldScan]:
 
 
 class Terminal:
-    """A command running on a pseudo-terminal of `COLUMNS` columns, and what it printed."""
+    """A command running on a pseudo-terminal of `columns` columns, and what it printed."""
 
-    def __init__(self, *argv: str) -> None:
+    def __init__(self, *argv: str, columns: int = COLUMNS) -> None:
         master, child = os.openpty()
-        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env |= {"PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8", "TERM": "xterm"}
         self.process = subprocess.Popen(
@@ -139,7 +139,7 @@ def test_rows_stream_fit_the_width_and_progress_never_mixes_in(
 ) -> None:
     """A row shows while the scan is still reading; the progress line is gone when rows follow.
 
-    Keys are wider than the 60-column terminal: they are shown whole, the other columns shrink.
+    Keys are wider than the 60-column terminal: they are cut in their middle, first.
     """
     keys = [f"orders#{n}" + "0123456789abcdef" * 4 for n in range(3)]
     for key in keys:
@@ -169,14 +169,59 @@ def test_rows_stream_fit_the_width_and_progress_never_mixes_in(
     assert 0 == code
     assert "KEY" == screen[0].split()[0]
     rows = screen[1:4]
-    # The key is never cut, so it can be copied into `records get`; the other columns shrink.
-    assert sorted(keys) == sorted(row.split()[0] for row in rows)
-    assert all(row.split()[1] == "COM…" for row in rows)  # COMPLETED, shrunk
-    assert ["scanned 3 items", "3 records"] == [line.split(" in ")[0] for line in screen[4:]]
-    longest_key = max(map(len, keys))
-    assert all(len(line) <= max(COLUMNS, longest_key + 30) for line in screen)
+    heads_tails = [row.split()[0].split("…") for row in rows]
+    assert sorted(keys) == sorted(
+        k for head, tail in heads_tails for k in keys if k.startswith(head) and k.endswith(tail)
+    )
+    assert all(row.split()[1] == "COMPLETED" for row in rows)
+    assert [
+        "keys cut to fit the terminal: --json or a pipe prints them whole",
+        "scanned 3 items",
+        "3 records",
+    ] == [line.split(" in ")[0] for line in screen[4:]]
+    assert all(len(line) <= COLUMNS for line in screen[:4])  # the header and the rows
     assert "scanning" in terminal.raw
     assert not any("scanning" in line for line in screen)
+
+
+def logical(lines: list[str]) -> list[str]:
+    """Join the lines doctor wrapped to the terminal back into one line per check or fix."""
+    joined: list[str] = []
+    for line in lines:
+        if joined and line.startswith("      ") and not line.startswith("      fix: "):
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
+
+
+@pytest.mark.parametrize("columns", [80, 130])
+def test_doctor_wraps_to_the_terminal_under_its_own_text(
+    crafted_aws: CraftedAws, columns: int
+) -> None:
+    """Each check and fix wraps inside the terminal, indented under its own text."""
+    crafted_aws.answers["GetFunctionConfiguration"]["Role"] = "arn:aws:iam::1:role/orders-api"
+    table = crafted_aws.answers["DescribeTable"]["Table"]
+    table["Replicas"] = [{"RegionName": "eu-west-1"}, {"RegionName": "us-west-2"}]
+    terminal = Terminal(
+        "doctor",
+        "--table",
+        "crafted",
+        "--endpoint-url",
+        crafted_aws.url,
+        "--function",
+        "f",
+        columns=columns,
+    )
+    code = terminal.finish()
+    lines = [line for line in terminal.screen() if line.strip()]
+
+    assert 0 == code
+    assert all(len(line) <= columns for line in lines)
+    whole = logical(lines)
+    assert ["ok"] * 5 + ["warn", "fix:", "ok"] == [line.split()[0] for line in whole]
+    assert any(len(line) > columns for line in whole)  # so some were wrapped
+    assert all(line.startswith(("ok    ", "warn  ", "      ")) for line in lines)
 
 
 def test_doctor_reads_one_line_per_check_with_its_fix(
@@ -185,7 +230,7 @@ def test_doctor_reads_one_line_per_check_with_its_fix(
     """On a terminal: a status word, the check and what it found; the fix indented below."""
     terminal = Terminal("doctor", "--table", idempotency_table, "--endpoint-url", dynamodb_endpoint)
     code = terminal.finish()
-    lines = [line for line in terminal.screen() if line.strip()]
+    lines = logical([line for line in terminal.screen() if line.strip()])
 
     assert 0 == code
     checks = [line for line in lines if not line.startswith(" ")]
@@ -204,7 +249,7 @@ def test_doctor_shows_hostile_answers_as_text(crafted_aws: CraftedAws) -> None:
         "doctor", "--table", "crafted", "--endpoint-url", crafted_aws.url, "--function", "f"
     )
     code = terminal.finish()
-    lines = [line for line in terminal.screen() if line.strip()]
+    lines = logical([line for line in terminal.screen() if line.strip()])
 
     assert (0, None) == (code, UNSAFE.search(terminal.raw.replace("\r\n", "\n")))
     checks = [line.split()[:2] for line in lines if not line.startswith(" ")]

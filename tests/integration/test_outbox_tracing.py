@@ -21,8 +21,8 @@ from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.outbox import emit, publish_handler
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
-from idempotent_lambda.testing import FakeLambdaContext
-from samples.local_lambda import StreamReader, redelivered, sqs_event, sqs_message, stream_event
+from idempotent_lambda.testing import FakeLambdaContext, TableStream
+from samples.local_lambda import redelivered, sqs_event, sqs_message, stream_event
 from tests._otel import Traces, is_child
 from tests.integration._outbox_stack import client
 
@@ -44,7 +44,7 @@ def wiring(dynamodb_endpoint: str, dynamodb_client: Any, idempotency_table: str)
     ]["QueueArn"]
     events.put_rule(Name=name, EventPattern=json.dumps({"source": ["shop.orders"]}))
     events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": queue_arn}])
-    reader = StreamReader(client("dynamodbstreams", dynamodb_endpoint), stream)
+    reader = TableStream(stream, client=client("dynamodbstreams", dynamodb_endpoint))
     yield reader, sqs, queue_url, queue_arn, events
     events.remove_targets(Rule=name, Ids=["queue"])
     events.delete_rule(Name=name)
@@ -96,9 +96,9 @@ def test_one_trace_shows_the_request_the_publication_and_the_consumers_work(
         ship(sqs_event([redelivered(record)]), FakeLambdaContext())
 
     request = traces.named("POST /orders")
-    (emitting,) = [s for s in traces.ours() if s.name.endswith(".create_order")]
+    (emitting,) = [s for s in traces.ours() if s.name == "idempotency orders"]
     publication = traces.named("outbox publish OrderCreated")
-    consumed, replayed = [s for s in traces.ours() if s.name.endswith(".ship")]
+    consumed, replayed = [s for s in traces.ours() if s.name == "idempotency sqs ship"]
     work = traces.named("ship order")
     # one trace, parent to child, from the request to the consumer's work
     assert is_child(emitting, request)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import pydoc
+import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +18,12 @@ from idempotent_lambda import InMemoryPersistenceLayer
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
 from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
-from idempotent_lambda.adapters.sqs import BatchOptions, idempotent_sqs_handler
+from idempotent_lambda.adapters.sqs import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIME_SAFETY_MARGIN_MS,
+    BatchOptions,
+    idempotent_sqs_handler,
+)
 
 DECORATORS = [
     idempotent_sqs_handler,
@@ -88,3 +98,58 @@ def test_type_checkers_see_every_option(tmp_path: Path) -> None:
     assert '"max_concurrency"' in errors[0]
     assert '"max_concurency"' in errors[1]
     assert '"persistence_store"' in errors[2]
+
+
+#: Each option with the default it has when omitted (``persistence_store`` has none).
+DEFAULTS = {
+    "persistence_store": inspect.Parameter.empty,
+    "config": None,
+    "key_prefix": None,
+    "max_concurrency": DEFAULT_MAX_CONCURRENCY,
+    "time_safety_margin_ms": DEFAULT_TIME_SAFETY_MARGIN_MS,
+    "source_scope": "source",
+}
+
+
+@pytest.mark.parametrize("decorator", DECORATORS, ids=lambda d: d.__name__)
+def test_help_shows_each_option_with_its_default(decorator: Callable[..., object]) -> None:
+    """`help()` lists the keyword options and their defaults, not ``**options``."""
+    parameters = inspect.signature(decorator).parameters
+    assert DEFAULTS == {name: parameter.default for name, parameter in parameters.items()}
+    assert {inspect.Parameter.KEYWORD_ONLY} == {p.kind for p in parameters.values()}
+    shown = pydoc.render_doc(decorator, renderer=pydoc.plaintext)
+    # Annotations print quoted (postponed evaluation) or not, depending on the Python.
+    assert re.search(rf"max_concurrency: '?int'? = {DEFAULT_MAX_CONCURRENCY}\b", shown)
+    assert re.search(r"source_scope: '?str'? = 'source'", shown)
+    assert "**options" not in shown
+
+
+@pytest.mark.parametrize("decorator", DECORATORS, ids=lambda d: d.__name__)
+def test_the_reference_reads_each_option_and_its_default(decorator: Callable[..., object]) -> None:
+    """The docs' reference reads the source, as here: each option and its default are in it."""
+    source = Path(inspect.getfile(inspect.unwrap(decorator))).read_text(encoding="utf-8")
+    (function,) = (
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef) and node.name == decorator.__name__
+    )
+    assert function.args.kwarg is None
+    declared = dict.fromkeys(arg.arg for arg in function.args.kwonlyargs)
+    assert list(DEFAULTS) == list(declared)
+    defaults = [ast.unparse(d) if d else None for d in function.args.kw_defaults]
+    expected = [
+        None,
+        "None",
+        "None",
+        "DEFAULT_MAX_CONCURRENCY",
+        "DEFAULT_TIME_SAFETY_MARGIN_MS",
+        "'source'",
+    ]
+    assert expected == defaults
+
+
+def test_the_reference_shows_the_value_of_each_default_the_signatures_name() -> None:
+    """The signatures name two constants as defaults; the reference renders their values."""
+    page = (Path(__file__).resolve().parents[2] / "docs/reference/adapters.md").read_text()
+    for name in ("DEFAULT_MAX_CONCURRENCY", "DEFAULT_TIME_SAFETY_MARGIN_MS"):
+        assert f"::: idempotent_lambda.adapters.sqs.{name}\n" in page

@@ -29,6 +29,7 @@ from idempotent_lambda.cli._output import (
     render,
     to_json,
 )
+from idempotent_lambda.cli._records import KEY_FIRST, LIST_HEADERS
 from tests.unit._doubles import Decisions, SpyStore
 
 
@@ -290,17 +291,36 @@ def test_formatting_helpers() -> None:
     )
 
 
-def test_tables_fit_a_width_by_cutting_the_widest_column_but_never_the_key() -> None:
-    """Given a width, the widest other column shrinks; keys stay whole to copy into `get`."""
-    headers = ["KEY", "STATUS", "OWNER"]
-    key = "fn.orders.handler#" + "a" * 64  # wider than a 100-column terminal with the rest
-    rows = [[key, "COMPLETED", "0123456789abcdef"]]
-    widths = layout(headers, rows, width=100)
-    line = render(rows[0], widths, clip=True)
+@pytest.mark.parametrize("width", [80, 100, 130])
+def test_tables_fit_a_terminal_by_cutting_the_key_before_the_status_lease_and_times(
+    width: int,
+) -> None:
+    """From 80 to 130 columns a long key is cut in its middle; the rest is shown whole."""
+    key = "fn-orders-prod.orders.handler.create_order#" + "0123456789abcdef" * 4
+    rows = [
+        [key, "IN_PROGRESS", "in 59m 59s", "STUCK, ended 14m 59s ago", "0123abcd"],
+        ["short#1", "COMPLETED", "in 1h", "-", "-"],
+    ]
+    widths = layout(list(LIST_HEADERS), rows, width=width, cut=KEY_FIRST)
+    lines = [render(r, widths, clip=True, middle=(0,)) for r in rows]
 
-    assert line.startswith(key + "  ")
-    assert line.endswith("…")
-    assert len(key) == widths[0]
+    assert all(len(line) <= width for line in lines)
+    for whole in rows[0][1:4] + rows[1][1:3]:  # status, expiry and lease
+        assert whole in "\n".join(lines)
+    head, tail = lines[0].split()[0].split("…")
+    assert key.startswith(head)
+    assert head.startswith("fn-orders-")
+    assert key.endswith(tail)
+    assert len(tail) >= 6
+
+
+def test_piped_tables_and_wide_terminals_keep_every_value_whole() -> None:
+    """No width (a pipe), or room enough: nothing is cut."""
+    key = "orders#" + "ab" * 32
+    rows = [[key, "COMPLETED", "in 1h", "-", "-"]]
+    for width in (None, 200):
+        widths = layout(list(LIST_HEADERS), rows, width=width, cut=KEY_FIRST)
+        assert key == render(rows[0], widths, clip=True, middle=(0,)).split()[0]
 
 
 def test_unsafe_characters_are_escaped_in_text_and_in_json() -> None:

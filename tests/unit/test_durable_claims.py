@@ -7,6 +7,10 @@ execution B of the same order runs once that invocation has ended and before A's
 held at a gate until B has finished: B must get the in-progress answer, and the card is charged
 once. An error that ends the execution releases the claim, so B runs.
 
+Each case runs without a plugin (DESIGN §13) and with `ClaimsPlugin` registered (§14), which
+holds a release until the SDK's final answer: one case (a revocation the SDK finds after the
+body raised) passes only with it.
+
 The checkpoint failures come from the SDK's own checkpoint thread: the service client the runner
 hands the SDK answers one checkpoint call as the Lambda API does when it fails (a botocore answer
 read by the SDK's own `LambdaClient`). The revocation is the runner's own `pause_execution`.
@@ -25,8 +29,10 @@ import pytest
 from idempotent_lambda import (
     IdempotencyConfig,
     InMemoryPersistenceLayer,
+    Outcome,
     idempotent,
 )
+from idempotent_lambda.durable import ClaimsPlugin
 
 pytest.importorskip("aws_durable_execution_sdk_python_testing")
 import boto3
@@ -65,6 +71,8 @@ from aws_durable_execution_sdk_python_testing.stores.memory import (
 from botocore.stub import Stubber
 
 ORDER = json.dumps({"order_id": "o-1", "amount": 5})
+#: Each test of what releases a claim runs without the plugin (DESIGN §13) and with it (§14).
+PLUGINS = pytest.mark.parametrize("plugins", [None, [ClaimsPlugin()]], ids=["alone", "plugin"])
 
 
 class Crash(BaseException):
@@ -211,7 +219,8 @@ class Shop:
     returned. A's later invocations wait at ``gate`` until the test opens it. ``first_ended``
     is set once A's first invocation has returned or raised to the runner, and ``raised`` holds
     what its body raised. ``checkpoints`` fails one checkpoint call of the service the runner
-    hands the SDK.
+    hands the SDK. ``plugins`` go to ``@durable_execution`` (with
+    ``DURABLE_EXECUTION_PLUGINS``, read when the shop is made).
     """
 
     def __init__(
@@ -222,6 +231,7 @@ class Shop:
         checkpoints: FailingCheckpoint | HeldCheckpoint | None = None,
         before_receipt: Callable[[DurableContext], None] | None = None,
         after_receipt: Callable[[DurableContext], None] | None = None,
+        plugins: list[Any] | None = None,
     ) -> None:
         self.charges = 0
         self.raised: list[BaseException] = []  # what A's first invocation's body raised
@@ -252,7 +262,7 @@ class Shop:
                 failure(context)
             return {"order": event["order_id"], "charge": charged, "receipt": receipt_}
 
-        @durable_execution
+        @durable_execution(plugins=plugins)
         def handler(event: dict[str, Any], context: DurableContext) -> Any:
             arn = context.execution_context.durable_execution_arn
             invocations[arn] = invocations.get(arn, 0) + 1
@@ -316,24 +326,30 @@ def run_a_then_b(runner: Any, shop: Shop) -> tuple[Any, Any]:
     return first, second
 
 
-def _flaky_serdes() -> Shop:
-    return Shop(receipt=StepConfig(serdes=FlakySerDes()))
+def _flaky_serdes(plugins: list[Any] | None) -> Shop:
+    return Shop(receipt=StepConfig(serdes=FlakySerDes()), plugins=plugins)
 
 
-def _throttled_checkpoint() -> Shop:
+def _throttled_checkpoint(plugins: list[Any] | None) -> Shop:
     # The receipt's SUCCEED is a synchronous checkpoint: the step waits for it, and the checkpoint
     # thread wakes it with the error. A CheckpointError never reaches the handler's body bare:
     # the SDK wraps every checkpoint failure in BackgroundThreadError there, and its
     # `durable_execution` unwraps it and re-raises the retryable CheckpointError to Lambda.
-    return Shop(checkpoints=FailingCheckpoint(OperationAction.SUCCEED, "ThrottlingException", 429))
+    return Shop(
+        checkpoints=FailingCheckpoint(OperationAction.SUCCEED, "ThrottlingException", 429),
+        plugins=plugins,
+    )
 
 
-def _broken_checkpoint_thread() -> Shop:
+def _broken_checkpoint_thread(plugins: list[Any] | None) -> Shop:
     # The receipt's START is a fire-and-forget checkpoint (at least once per retry): the step's
     # function runs while the checkpoint thread fails on it, and the body learns of the failure
     # from the stored BackgroundThreadError at its next checkpoint (or, when START and SUCCEED
     # went in one batch, from its wait for SUCCEED).
-    return Shop(checkpoints=FailingCheckpoint(OperationAction.START, "ServiceException", 500))
+    return Shop(
+        checkpoints=FailingCheckpoint(OperationAction.START, "ServiceException", 500),
+        plugins=plugins,
+    )
 
 
 def _failed_checkpoint(status: int) -> Callable[[BaseException], bool]:
@@ -350,8 +366,9 @@ def _failed_checkpoint(status: int) -> Callable[[BaseException], bool]:
     return check
 
 
-#: Each case: the shop, and what A's body must have raised (the SDK's own error, not ours).
-RETRIED: dict[str, tuple[Callable[[], Shop], Callable[[BaseException], bool]]] = {
+#: Each case: the shop (given the plugins), and what A's body must have raised (the SDK's own
+#: error, not ours).
+RETRIED: dict[str, tuple[Callable[[Any], Shop], Callable[[BaseException], bool]]] = {
     "retryable serdes error": (
         _flaky_serdes,
         lambda error: isinstance(error, RetryableSerDesError),
@@ -359,20 +376,22 @@ RETRIED: dict[str, tuple[Callable[[], Shop], Callable[[BaseException], bool]]] =
     "retryable checkpoint error": (_throttled_checkpoint, _failed_checkpoint(429)),
     "background checkpoint thread": (_broken_checkpoint_thread, _failed_checkpoint(500)),
     "unknown BaseException": (
-        lambda: Shop(_raise(Crash())),
+        lambda plugins: Shop(_raise(Crash()), plugins=plugins),
         lambda error: isinstance(error, Crash),
     ),
 }
 
 
+@PLUGINS
 @pytest.mark.parametrize("case", list(RETRIED.values()), ids=list(RETRIED))
 def test_an_error_the_sdk_retries_keeps_the_claim(
     runner_for: Callable[..., Any],
-    case: tuple[Callable[[], Shop], Callable[[BaseException], bool]],
+    case: tuple[Callable[[Any], Shop], Callable[[BaseException], bool]],
+    plugins: list[Any] | None,
 ) -> None:
     """B, started between A's failed invocation and A's retry, is refused; one charge."""
     shop_for, raised_as_expected = case
-    shop = shop_for()
+    shop = shop_for(plugins)
     runner = runner_for(shop)
 
     first, second = run_a_then_b(runner, shop)
@@ -398,8 +417,9 @@ class PauseSignallingStore(InMemoryExecutionStore):
             self.paused.set()
 
 
+@PLUGINS
 def test_an_error_after_the_runner_revoked_the_token_keeps_the_claim(
-    runner_for: Callable[..., Any],
+    runner_for: Callable[..., Any], plugins: list[Any] | None
 ) -> None:
     """The runner pauses A mid-invocation; A's body then fails in a cleanup: B is refused.
 
@@ -420,7 +440,7 @@ def test_an_error_after_the_runner_revoked_the_token_keeps_the_claim(
         revoked.append(context.state.is_checkpoint_token_revoked)
         raise ValueError("the audit log was closed")
 
-    shop = Shop(before_receipt=hold, after_receipt=failing_cleanup)
+    shop = Shop(before_receipt=hold, after_receipt=failing_cleanup, plugins=plugins)
     shop.gate.set()
     runner = runner_for(shop, store=paused_store)
     arn = runner.run_async(input=ORDER, execution_name="A", execution_timeout=120)
@@ -456,13 +476,8 @@ def test_an_error_after_the_runner_revoked_the_token_keeps_the_claim(
     assert 1 == shop.charges
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a revocation the SDK discovers only while it joins its checkpoint thread, after the "
-    "body raised, turns FAILED into PENDING; the claim was already released (see the report)",
-)
-def test_a_revocation_found_after_the_body_raised_keeps_the_claim(
-    runner_for: Callable[..., Any],
+def revocation_found_after_the_body_raised(
+    runner_for: Callable[..., Any], plugins: list[Any] | None
 ) -> None:
     """A's body raises ExecutionError while a fire-and-forget checkpoint is still in flight.
 
@@ -480,7 +495,7 @@ def test_a_revocation_found_after_the_body_raised_keeps_the_claim(
 
         context.run_in_child_context(audit, name="audit")
 
-    shop = Shop(fail_in_audit, checkpoints=slow)
+    shop = Shop(fail_in_audit, checkpoints=slow, plugins=plugins)
     shop.gate.set()
     runner = runner_for(shop, store=paused_store)
     arn = runner.run_async(input=ORDER, execution_name="A", execution_timeout=120)
@@ -502,6 +517,39 @@ def test_a_revocation_found_after_the_body_raised_keeps_the_claim(
     assert 1 == shop.charges
 
 
+@pytest.mark.parametrize(
+    ("plugins", "named"),
+    [([ClaimsPlugin()], False), ([ClaimsPlugin], False), (None, True), ([ClaimsPlugin()], True)],
+    ids=["instance", "class", "entry point", "instance and entry point"],
+)
+def test_with_the_claims_plugin_a_revocation_found_after_the_body_raised_keeps_the_claim(
+    runner_for: Callable[..., Any],
+    plugins: list[Any] | None,
+    named: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ClaimsPlugin holds the release until the SDK's final answer, PENDING here: B is refused.
+
+    Registered in ``plugins=[...]``, through its entry point named in
+    ``DURABLE_EXECUTION_PLUGINS``, or both at once (two plugins serve each invocation).
+    """
+    if named:
+        monkeypatch.setenv("DURABLE_EXECUTION_PLUGINS", "idempotent_lambda.claims")
+    revocation_found_after_the_body_raised(runner_for, plugins)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="without ClaimsPlugin (DESIGN §13), a claim whose body raised an execution-ending "
+    "error is released at once; the SDK learns of the revocation later and answers PENDING",
+)
+def test_without_the_plugin_a_revocation_found_after_the_body_raised_releases_the_claim(
+    runner_for: Callable[..., Any],
+) -> None:
+    """The §13 behaviour, kept without the plugin: B runs while A goes on (two charges)."""
+    revocation_found_after_the_body_raised(runner_for, None)
+
+
 ENDED = {
     "handler error": _raise(ValueError("card declined")),
     "execution error": _raise(ExecutionError("bad input")),
@@ -511,12 +559,15 @@ ENDED = {
 }
 
 
+@PLUGINS
 @pytest.mark.parametrize("failure", list(ENDED.values()), ids=list(ENDED))
 def test_an_error_that_ends_the_execution_releases_the_claim(
-    runner_for: Callable[..., Any], failure: Callable[[DurableContext], None]
+    runner_for: Callable[..., Any],
+    failure: Callable[[DurableContext], None],
+    plugins: list[Any] | None,
 ) -> None:
     """A fails for good: its claim is released, and B of the same order runs."""
-    shop = Shop(failure)
+    shop = Shop(failure, plugins=plugins)
     shop.gate.set()
     runner = runner_for(shop)
 
@@ -526,3 +577,75 @@ def test_an_error_that_ends_the_execution_releases_the_claim(
     assert "FAILED" == status(first)
     assert "SUCCEEDED" == status(second)
     assert 2 == shop.charges
+
+
+class Stock:
+    """``@durable_execution`` around a handler that reserves stock under ``@idempotent``.
+
+    ``reserve`` claims with the execution's own owner (it is given the ``DurableContext``), and
+    fails the first ``failures`` times it runs; the handler tries ``tries`` times and answers
+    "back-ordered" when every try failed.
+    """
+
+    def __init__(self, plugins: list[Any] | None, *, failures: int, tries: int) -> None:
+        self.attempts = 0
+        self.outcomes: list[Outcome] = []
+        store = InMemoryPersistenceLayer()
+        config = IdempotencyConfig(
+            event_key_jmespath="order_id", decision_hook=lambda d: self.outcomes.append(d.outcome)
+        )
+
+        @idempotent(persistence_store=store, config=config)
+        def reserve(event: dict[str, Any], context: DurableContext) -> str:
+            self.attempts += 1
+            if self.attempts <= failures:
+                raise ValueError("out of stock")
+            return "reserved"
+
+        @durable_execution(plugins=plugins)
+        def handler(event: dict[str, Any], context: DurableContext) -> str:
+            for _ in range(tries):
+                try:
+                    return reserve(event, context)
+                except ValueError:
+                    pass
+            return "back-ordered"
+
+        self.handler = handler
+
+    def run(self, *names: str) -> list[Any]:
+        with DurableFunctionTestRunner(handler=self.handler) as runner:
+            return [
+                runner.run(input=ORDER, execution_name=name, execution_timeout=60) for name in names
+            ]
+
+
+@PLUGINS
+def test_an_error_the_handler_caught_releases_the_claim_when_the_execution_succeeds(
+    plugins: list[Any] | None,
+) -> None:
+    """A's reservation failed and A succeeded anyway: its claim goes, and B reserves."""
+    stock = Stock(plugins, failures=1, tries=1)
+
+    first, second = stock.run("A", "B")
+
+    assert ["SUCCEEDED", "SUCCEEDED"] == [status(first), status(second)]
+    assert ['"back-ordered"', '"reserved"'] == [first.result, second.result]
+    assert 2 == stock.attempts
+
+
+@PLUGINS
+def test_a_claim_taken_up_again_in_the_invocation_stays_completed(
+    plugins: list[Any] | None,
+) -> None:
+    """A tries again after a failure and reserves: the record stays, B replays it, and the held
+    release reports no lost lease."""
+    stock = Stock(plugins, failures=1, tries=2)
+
+    first, second = stock.run("A", "B")
+
+    assert ["SUCCEEDED", "SUCCEEDED"] == [status(first), status(second)]
+    assert ['"reserved"', '"reserved"'] == [first.result, second.result]
+    assert 2 == stock.attempts
+    assert Outcome.REPLAYED in stock.outcomes
+    assert Outcome.LEASE_LOST not in stock.outcomes

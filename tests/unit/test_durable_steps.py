@@ -17,6 +17,7 @@ from idempotent_lambda import (
     durable,
 )
 from idempotent_lambda._observability import Decision, Outcome
+from idempotent_lambda.durable import ClaimsPlugin
 from idempotent_lambda.record import IdempotencyRecord
 
 sdk = pytest.importorskip("aws_durable_execution_sdk_python")
@@ -168,13 +169,17 @@ def test_an_attempt_stopped_after_the_side_effect_replays_our_record(
     assert 1 == json.loads(result.result)
 
 
-def test_a_failing_step_is_retried_by_the_sdk_and_succeeds_once() -> None:
-    """func raising releases the record, so the SDK's retry strategy runs it again."""
+@pytest.mark.parametrize("plugins", [None, [ClaimsPlugin()]], ids=["alone", "claims plugin"])
+def test_a_failing_step_is_retried_by_the_sdk_and_succeeds_once(plugins: list[Any] | None) -> None:
+    """func raising releases the record, so the SDK's retry strategy runs it again.
+
+    With ClaimsPlugin too: a step's claim is its invocation's, so its release is not held.
+    """
     store = InMemoryPersistenceLayer()
     attempts: list[int] = []
     retry = StepConfig(retry_strategy=create_retry_strategy(RetryStrategyConfig(max_attempts=3)))
 
-    @durable_execution
+    @durable_execution(plugins=plugins)
     def handler(event: dict[str, Any], context: DurableContext) -> str:
         def flaky(_: Any) -> str:
             attempts.append(1)

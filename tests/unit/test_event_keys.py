@@ -82,6 +82,56 @@ S3_EVENT = {
         }
     ]
 }
+#: The payload examples/step_functions/ passes to its task (``$$`` is the context object).
+STEP_FUNCTIONS_EVENT = {
+    "input": {"order_id": "o-1", "items": [{"sku": "A-1", "quantity": 2}]},
+    "execution_id": "arn:aws:states:us-east-1:123456789012:execution:Orders:3a4e2a40-xmpl",
+    "state_name": "ReserveStock",
+    "retry_count": 0,
+}
+CLOUDFORMATION_EVENT = {
+    "RequestType": "Create",
+    "ResponseURL": "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+    "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/shop/5b1d7f40-xmpl",
+    "RequestId": "6f8e4b2c-xmpl-4c4e-9d3a-1c2b3d4e5f60",
+    "ResourceType": "Custom::Subscription",
+    "LogicalResourceId": "Subscription",
+    "ResourceProperties": {"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:cr"},
+}
+#: The target input examples/scheduler/ documents, as Scheduler fills it in.
+SCHEDULER_EVENT = {
+    "schedule_arn": "arn:aws:scheduler:us-east-1:123456789012:schedule/default/nightly-report",
+    "scheduled_time": "2026-12-07T02:00:00Z",
+    "execution_id": "d32c5kddcf5bb8c3",
+    "attempt": "1",
+    "report": "sales",
+}
+S3_BATCH_EVENT = {
+    "invocationSchemaVersion": "1.0",
+    "invocationId": "YXNkbGZqYWRmaiBhc2RmdW9hZHNmZGpmaGFzbGtkaGZza2RmaAo",
+    "job": {"id": "f3cc4f60-61f6-4a2b-8a21-d07600c373ce"},
+    "tasks": [
+        {
+            "taskId": "dGFza2lkZ29lc2hlcmUK",
+            "s3Key": "customerImage1.jpg",
+            "s3VersionId": "1",
+            "s3BucketArn": "arn:aws:s3:::reports",
+        }
+    ],
+}
+S3_BATCH_EVENT_V2 = {
+    "invocationSchemaVersion": "2.0",
+    "invocationId": "YXNkbGZqYWRmaiBhc2RmdW9hZHNmZGpmaGFzbGtkaGZza2RmaAo",
+    "job": {"id": "f3cc4f60-61f6-4a2b-8a21-d07600c373ce", "userArguments": {"size": "128"}},
+    "tasks": [
+        {
+            "taskId": "dGFza2lkZ29lc2hlcmUK",
+            "s3Key": "customerImage1.jpg",
+            "s3VersionId": None,
+            "s3Bucket": "reports",
+        }
+    ],
+}
 
 
 def with_change(event: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
@@ -100,6 +150,31 @@ def with_change(event: dict[str, Any], path: tuple[Any, ...], value: Any) -> dic
         (event_keys.EVENTBRIDGE, EVENTBRIDGE_EVENT, "fe8d3c65-xmpl-c5c3-2c87-81584709a377"),
         (event_keys.SNS, SNS_EVENT, "95df01b4-ee98-5cb9-9903-4c221d41eb5e"),
         (event_keys.S3, S3_EVENT, ["reports", "2019/summary.csv", "0C0F6F405D6ED209E1"]),
+        (
+            event_keys.STEP_FUNCTIONS_TASK,
+            STEP_FUNCTIONS_EVENT,
+            [STEP_FUNCTIONS_EVENT["execution_id"], "ReserveStock"],
+        ),
+        (
+            event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,
+            CLOUDFORMATION_EVENT,
+            [CLOUDFORMATION_EVENT["StackId"], CLOUDFORMATION_EVENT["RequestId"], "Subscription"],
+        ),
+        (
+            event_keys.SCHEDULER,
+            SCHEDULER_EVENT,
+            [SCHEDULER_EVENT["schedule_arn"], "2026-12-07T02:00:00Z"],
+        ),
+        (
+            event_keys.S3_BATCH_OPERATIONS,
+            S3_BATCH_EVENT,
+            ["f3cc4f60-61f6-4a2b-8a21-d07600c373ce", "dGFza2lkZ29lc2hlcmUK"],
+        ),
+        (
+            event_keys.S3_BATCH_OPERATIONS,
+            S3_BATCH_EVENT_V2,
+            ["f3cc4f60-61f6-4a2b-8a21-d07600c373ce", "dGFza2lkZ29lc2hlcmUK"],
+        ),
     ],
 )
 def test_each_preset_finds_its_services_delivery_identity(
@@ -129,6 +204,30 @@ CASES = [
         S3_EVENT,
         ("Records", 0, "eventTime"),
         ("Records", 0, "s3", "object", "sequencer"),
+    ),
+    (
+        event_keys.STEP_FUNCTIONS_TASK,
+        STEP_FUNCTIONS_EVENT,
+        ("retry_count",),
+        ("execution_id",),
+    ),
+    (
+        event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,
+        CLOUDFORMATION_EVENT,
+        ("ResponseURL",),
+        ("RequestId",),
+    ),
+    (
+        event_keys.SCHEDULER,
+        SCHEDULER_EVENT,
+        ("execution_id",),
+        ("scheduled_time",),
+    ),
+    (
+        event_keys.S3_BATCH_OPERATIONS,
+        S3_BATCH_EVENT,
+        ("invocationId",),
+        ("tasks", 0, "taskId"),
     ),
 ]
 
@@ -167,6 +266,47 @@ def test_s3_notification_without_a_sequencer_has_no_key(event_name: str) -> None
     store = InMemoryPersistenceLayer()
 
     @idempotent(persistence_store=store, config=config)
+    def handler(event: dict[str, Any], context: Any) -> None:
+        raise AssertionError("must not run")
+
+    with pytest.raises(IdempotencyKeyError):
+        handler(event, None)
+
+
+#: Events of another shape for each multi-field preset: none of its fields, and each field
+#: missing or empty in turn (a partial key would merge events that differ in the missing part).
+WRONG_SHAPES = [
+    (event_keys.STEP_FUNCTIONS_TASK, STEP_FUNCTIONS_EVENT["input"]),
+    (event_keys.STEP_FUNCTIONS_TASK, with_change(STEP_FUNCTIONS_EVENT, ("execution_id",), None)),
+    (event_keys.STEP_FUNCTIONS_TASK, with_change(STEP_FUNCTIONS_EVENT, ("state_name",), "")),
+    (event_keys.CLOUDFORMATION_CUSTOM_RESOURCE, EVENTBRIDGE_EVENT),
+    (
+        event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,
+        with_change(CLOUDFORMATION_EVENT, ("RequestId",), None),
+    ),
+    (
+        event_keys.CLOUDFORMATION_CUSTOM_RESOURCE,
+        with_change(CLOUDFORMATION_EVENT, ("LogicalResourceId",), None),
+    ),
+    (event_keys.SCHEDULER, {}),
+    (event_keys.SCHEDULER, EVENTBRIDGE_EVENT),
+    (event_keys.SCHEDULER, with_change(SCHEDULER_EVENT, ("scheduled_time",), None)),
+    (event_keys.S3_BATCH_OPERATIONS, S3_EVENT),
+    (event_keys.S3_BATCH_OPERATIONS, with_change(S3_BATCH_EVENT, ("tasks",), [])),
+    (event_keys.S3_BATCH_OPERATIONS, with_change(S3_BATCH_EVENT, ("job",), {})),
+    (event_keys.EVENTBRIDGE, SCHEDULER_EVENT),
+]
+
+
+@pytest.mark.parametrize(("expression", "event"), WRONG_SHAPES)
+def test_an_event_of_another_shape_has_no_key_and_never_runs_the_body(
+    expression: str, event: dict[str, Any]
+) -> None:
+    """No key at all (never a partial one): with keys required, the body never runs."""
+    config = IdempotencyConfig(event_key_jmespath=expression, raise_on_no_idempotency_key=True)
+    assert not config.key_material(event)  # None or "": a list of nulls would be a key
+
+    @idempotent(persistence_store=InMemoryPersistenceLayer(), config=config)
     def handler(event: dict[str, Any], context: Any) -> None:
         raise AssertionError("must not run")
 

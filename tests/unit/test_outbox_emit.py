@@ -23,8 +23,9 @@ from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.outbox import MAX_EVENTS, emit
-from idempotent_lambda.outbox._event import event_id
+from idempotent_lambda.outbox._event import event_id, item_key, slot
 from idempotent_lambda.testing import (
+    ManualClock,
     api_gateway_http_event,
     dynamodb_stream_event,
     kafka_event,
@@ -36,13 +37,36 @@ from idempotent_lambda.transaction import current_transaction
 CONFIG = IdempotencyConfig(event_key_jmespath="order_id")
 
 
-def test_event_ids_are_a_stored_format() -> None:
-    """A key and position give one id forever (UUIDv5 in our namespace: never regenerate)."""
-    assert "a857794c-b8a0-591f-8d3b-59ddba28d00a" == event_id("local.f#abc", 0)
+def test_slots_and_event_ids_are_a_stored_format() -> None:
+    """A claim and position give one slot, an item key one id, forever (never regenerate)."""
+    assert "9e847fbc-973b-53ae-bd92-df69cf8f29e5" == slot("owner-1", 0)
+    key = item_key("local.f#abc", slot("owner-1", 0))
+    assert "local.f#abc#outbox#9e847fbc-973b-53ae-bd92-df69cf8f29e5" == key
+    assert "5e7b0339-ee14-578e-b4df-bbb5177582da" == event_id({"id": {"S": key}})
+    assert "706451f1-26ca-5941-a374-916ac979593d" == event_id({"pk": {"S": "p"}, "sk": {"S": key}})
 
 
-def test_a_body_that_raised_emits_nothing_and_its_rerun_emits_the_same_ids() -> None:
-    """Events commit with the record only; a rerun derives the same ids; a replay adds none."""
+def test_an_event_id_cannot_be_computed_from_the_request_alone() -> None:
+    """Two claims of one key (the first's record expired) emit different ids, both committed."""
+    clock = ManualClock()
+    store = InMemoryPersistenceLayer(clock=clock)
+    config = IdempotencyConfig(event_key_jmespath="order_id", expires_after_seconds=60)
+
+    @idempotent(persistence_store=store, config=config)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return emit("A", {})
+
+    first = handler({"order_id": "1"}, None)
+    assert first == handler({"order_id": "1"}, None)  # a replay: no body, no event
+    clock.advance(61)
+    second = handler({"order_id": "1"}, None)
+    assert first != second
+    assert [first, second] == [e.event_id for e in store.outbox_events]
+
+
+def test_a_body_that_raised_emits_nothing_and_its_rerun_emits_new_ids() -> None:
+    """Events commit with the record only; a rerun is a new claim, so new ids; a replay adds
+    none."""
     store = InMemoryPersistenceLayer()
     attempts: list[list[str]] = []
 
@@ -62,7 +86,7 @@ def test_a_body_that_raised_emits_nothing_and_its_rerun_emits_the_same_ids() -> 
     assert [] == store.outbox_events
     first = handler({"order_id": "1"}, None)
     assert first == handler({"order_id": "1"}, None)
-    assert attempts[0] == attempts[1] == first
+    assert attempts[1] == first != attempts[0]
     events = store.outbox_events
     assert first == [e.event_id for e in events]
     assert [("A", "idempotent_lambda.outbox", None), ("B", "s", "b")] == [
@@ -112,6 +136,56 @@ def test_a_detail_eventbridge_cannot_take_is_refused_in_the_body(detail: Any, me
     assert store.get_many(["x"]) == {}
 
 
+@pytest.mark.parametrize(
+    ("detail_type", "source", "message"),
+    [
+        ("D" * 129, None, "detail_type is 129 characters"),
+        ("D", "s" * 257, "source is 257 characters"),
+        ("D", "aws.orders", "AWS's own"),
+    ],
+)
+def test_a_name_eventbridge_never_accepts_is_refused_in_the_body(
+    detail_type: str, source: str | None, message: str
+) -> None:
+    """Over 128 characters of detail type, 256 of source, or an aws. source: refused at once."""
+    store = InMemoryPersistenceLayer()
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def handler(event: dict[str, Any], context: Any) -> None:
+        emit(detail_type, {}, source=source)
+
+    with pytest.raises(IdempotencyTransactionError, match=message):
+        handler({"order_id": "1"}, None)
+    assert [] == store.committed_writes
+
+
+def test_the_longest_names_eventbridge_accepts_are_taken() -> None:
+    """128 characters of detail type and 256 of source are EventBridge's own limits."""
+    store = InMemoryPersistenceLayer()
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return emit("D" * 128, {}, source="s" * 256)
+
+    assert handler({"order_id": "1"}, None) == store.outbox_events[0].event_id
+
+
+def test_an_event_is_refused_when_the_publisher_s_trace_context_would_make_it_too_large() -> None:
+    """An entry is sized with the id and the 72 bytes a traced publisher adds."""
+    store = InMemoryPersistenceLayer()
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return emit("A", {"x": "y" * event["fill"]}, source="s")
+
+    # time (14) + source + type + the detail with its id: the fill that reaches 256 KB exactly
+    overhead = 14 + 1 + 1 + len('{"x":"","outbox":{"id":"' + "0" * 36 + '"}}')
+    full = 256 * 1024 - overhead
+    assert handler({"order_id": "1", "fill": full - 72}, None)
+    with pytest.raises(IdempotencyTransactionError, match="may add 72 more"):
+        handler({"order_id": "2", "fill": full - 71}, None)
+
+
 def test_a_body_may_emit_99_events_less_its_own_writes() -> None:
     """The emit that would be write 100 raises; a refused emit takes no position."""
     store = InMemoryPersistenceLayer()
@@ -159,6 +233,25 @@ def test_an_unrecorded_body_still_commits_its_events_with_random_ids(
     first, second = handler({"order_id": "1"}, None), handler({"order_id": "1"}, None)
     assert first != second
     assert [first, second] == [e.event_id for e in store.outbox_events]
+
+
+def test_an_unrecorded_body_writes_its_events_under_its_own_key_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No record: the item lies under the function's key prefix, inside its grant."""
+    store = InMemoryPersistenceLayer()
+
+    @idempotent(persistence_store=store, config=CONFIG, key_prefix="orders.create")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return emit("A", {})
+
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "true")
+    handler({"order_id": "1"}, None)
+    monkeypatch.delenv("IDEMPOTENCY_DISABLED")
+    handler({}, None)  # no key in the payload
+    keys = [w["Put"]["Item"]["id"]["S"] for w in store.committed_writes]
+    assert 2 == len(keys)
+    assert all(k.startswith("orders.create#outbox#") for k in keys), keys
 
 
 def test_nested_and_async_bodies_emit_under_their_own_records() -> None:
@@ -252,12 +345,12 @@ def test_a_durable_step_emits_once_across_the_execution() -> None:
 
 def test_an_outbox_key_starts_with_its_record_key_and_is_never_a_record_key() -> None:
     """LeadingKeys on '<prefix>#*' covers it; no '<prefix>#<hex digest>' key matches it."""
-    from idempotent_lambda.outbox._event import is_outbox_key, item_key
+    from idempotent_lambda.outbox._event import is_outbox_key
 
-    key = item_key("orders.create#" + "ab" * 32, event_id("k", 0))
+    key = item_key("orders.create#" + "ab" * 32, slot("owner", 0))
     assert key.startswith("orders.create#")
     assert is_outbox_key(key)
-    assert is_outbox_key(item_key(None, event_id(None, 0)))
+    assert is_outbox_key(item_key("orders.create", slot("owner", 0)))
     assert not is_outbox_key("orders.create#" + "ab" * 32)
     assert not is_outbox_key("outbox#" + "ab" * 16)  # a key_prefix of "outbox", hex digest
 
@@ -279,3 +372,39 @@ def test_a_fifo_group_run_ahead_and_behind_commits_each_records_events_with_it()
     assert list(range(5)) == [json.loads(e.detail)["n"] for e in store.outbox_events]
     assert {"batchItemFailures": []} == handler(event, None)
     assert 5 == len(store.outbox_events)
+
+
+class _Crash(BaseException):
+    """An error the durable SDK does not know: the invocation ends, the execution goes on."""
+
+
+def test_a_durable_body_run_again_under_its_claim_emits_the_same_ids() -> None:
+    """The claim lives across the execution's invocations: the body's second run (the first
+    crashed, keeping the claim) emits the ids the first run got, and they commit once."""
+    pytest.importorskip("aws_durable_execution_sdk_python")
+    runner = pytest.importorskip("aws_durable_execution_sdk_python_testing.runner")
+    from aws_durable_execution_sdk_python import durable_execution
+
+    store = InMemoryPersistenceLayer()
+    runs: list[list[str]] = []
+
+    @idempotent(persistence_store=store, config=CONFIG)
+    def body(event: dict[str, Any], context: Any) -> list[str]:
+        runs.append([emit("A", {}), emit("B", {})])
+        if len(runs) == 1:
+            raise _Crash
+        return runs[-1]
+
+    handler = durable_execution(body)
+
+    def runtime(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        except _Crash as exc:  # the Lambda runtime reports it as the invocation's error
+            raise RuntimeError("the runtime stopped the invocation") from exc
+
+    with runner.DurableFunctionTestRunner(handler=runtime) as r:
+        result = r.run(input=json.dumps({"order_id": "o-1"}), execution_timeout=120)
+    assert 2 == len(runs)
+    assert runs[0] == runs[1] == json.loads(result.result)
+    assert runs[1] == [e.event_id for e in store.outbox_events]

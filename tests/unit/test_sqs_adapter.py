@@ -264,9 +264,35 @@ def test_shared_source_scope_runs_one_order_id_once_across_queues(
 def test_unknown_source_scope_is_refused_at_decoration(
     idempotency_store: InMemoryPersistenceLayer, scope: Any
 ) -> None:
-    """Only "source" and "shared" are scopes."""
+    """Only "source", "shared" and "powertools" are scopes."""
     with pytest.raises(IdempotencyConfigError, match="source_scope"):
         idempotent_sqs_handler(persistence_store=idempotency_store, source_scope=scope)
+
+
+def test_powertools_source_scope_keys_the_whole_record_without_a_key_expression(
+    idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
+) -> None:
+    """``source_scope="powertools"`` hashes what Powertools' record handler hashes."""
+    calls = Calls()
+    handler = idempotent_sqs_handler(
+        persistence_store=idempotency_store, key_prefix=PREFIX, source_scope="powertools"
+    )(calls)
+    event = batch(message("a-1", {"order_id": 1001}))
+    assert [] == failed(handler(event, lambda_context))
+    record = event["Records"][0]
+    assert idempotency_store.get(f"{PREFIX}#{digest(IdempotencyConfig(), record)}") is not None
+
+
+def test_powertools_source_scope_needs_powertools_record_format(
+    idempotency_store: InMemoryPersistenceLayer,
+) -> None:
+    """Powertools' keys exist only in Powertools' record format."""
+    with pytest.raises(IdempotencyConfigError, match='record_format="powertools"'):
+        idempotent_sqs_handler(
+            persistence_store=idempotency_store,
+            config=IdempotencyConfig(record_format="native"),
+            source_scope="powertools",
+        )
 
 
 def test_handler_return_value_is_what_is_stored(

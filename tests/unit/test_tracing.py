@@ -75,7 +75,7 @@ def test_a_claim_and_its_replay_are_spans_under_the_current_one(
     assert [claimed, replayed] == traces.children(invocation)
     assert [traces.named("charge")] == traces.children(claimed)
     function = "test_a_claim_and_its_replay_are_spans_under_the_current_one.<locals>.body"
-    assert f"idempotency {function}" == claimed.name
+    assert f"idempotency {PREFIX}" == claimed.name  # the key prefix names the function
     expected = {
         "idempotency.function": function,
         "idempotency.record_format": "powertools",
@@ -366,6 +366,38 @@ def test_a_request_the_http_adapter_does_not_cover_has_no_span(
     handler(post, FakeLambdaContext())
 
     assert ["CLAIMED"] == [s.attributes["idempotency.outcome"] for s in traces.ours()]
+
+
+def test_span_names_say_which_function_and_adapter_they_belong_to(
+    traces: Traces, idempotency_store: InMemoryPersistenceLayer
+) -> None:
+    """A span is named after the key prefix, else the handler's module and name (Lambda
+    handlers are mostly called ``handler``), after the adapter that calls it."""
+    from idempotent_lambda.adapters.api_gateway import idempotent_http
+    from idempotent_lambda.testing import api_gateway_http_event, sqs_event
+
+    @idempotent(persistence_store=idempotency_store)
+    def handler(event: dict[str, Any], context: Any) -> int:
+        return 1
+
+    @idempotent_http(persistence_store=idempotency_store, key_prefix="orders.create")
+    def create(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"statusCode": 201, "body": "{}"}
+
+    @idempotent_sqs_handler(persistence_store=idempotency_store, key_prefix="orders.ship")
+    def ship(record: SQSRecord, context: Any) -> str:
+        return record.message_id
+
+    handler({"n": 1}, FakeLambdaContext())
+    create(api_gateway_http_event(), FakeLambdaContext())
+    ship(sqs_event(), FakeLambdaContext())
+
+    local = "test_span_names_say_which_function_and_adapter_they_belong_to.<locals>.handler"
+    assert [
+        f"idempotency {__name__}.{local}",
+        "idempotency http orders.create",
+        "idempotency sqs orders.ship",
+    ] == [s.name for s in traces.ours()]
 
 
 def test_a_sampled_out_call_records_no_span_and_its_children_follow_the_sampler(

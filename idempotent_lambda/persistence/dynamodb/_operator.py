@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -44,11 +45,13 @@ class ScanPage:
         records: The records on the page whose key matched.
         scanned: Items the page read (DynamoDB's ``ScannedCount``).
         skipped: Items on the page that are not idempotency records.
+        outbox: How many of the skipped items are outbox events (`idempotent_lambda.outbox`).
     """
 
     records: tuple[IdempotencyRecord, ...]
     scanned: int
     skipped: int
+    outbox: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,8 @@ class OperatorMethods:
 
         def _get_item(self, idempotency_key: str) -> ReadItem | None: ...
 
+        def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
     def scan(
         self, *, prefix: str | None = None, page_size: int | None = None
     ) -> Iterator[ScanPage]:
@@ -90,14 +95,15 @@ class OperatorMethods:
             with self._request("Query" if composite else "Scan") as client:
                 response = (client.query if composite else client.scan)(**arguments)
             items = response.get("Items", [])
-            records = []
+            records, outbox = [], 0
             for item in items:
                 try:
                     records.append(self._from_any_item(item))
                 except IdempotencyCorruptRecordError:
-                    continue
+                    outbox += self.outbox_key(item) is not None
             skipped = len(items) - len(records)
-            yield ScanPage(tuple(records), response.get("ScannedCount", len(items)), skipped)
+            scanned = response.get("ScannedCount", len(items))
+            yield ScanPage(tuple(records), scanned, skipped, outbox)
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
@@ -264,6 +270,7 @@ def create_idempotency_table(
     sort_key_attr: str | None = None,
     expiry_attr: str = "expiration",
     wait: bool = True,
+    outbox: bool = False,
 ) -> bool:
     """Create an on-demand table laid out for `DynamoDBPersistenceLayer`, with TTL on expiry.
 
@@ -281,6 +288,8 @@ def create_idempotency_table(
         sort_key_attr: Sort key attribute (type S), for the store's composite-key mode.
         expiry_attr: The store's ``expiry_attr``, made the table's TTL attribute.
         wait: Block until the table is ACTIVE.
+        outbox: Also create the sparse index of unpublished outbox events that
+            `idempotent_lambda.outbox.sweep_handler` reads (``OUTBOX_INDEX``).
 
     Returns:
         True when the table was created, False when it existed already.
@@ -300,12 +309,29 @@ def create_idempotency_table(
         key_schema.append({"AttributeName": sort_key_attr, "KeyType": "RANGE"})
         attributes.append({"AttributeName": sort_key_attr, "AttributeType": "S"})
     created = True
+    indexes: dict[str, Any] = {}
+    if outbox:
+        attributes += [
+            {"AttributeName": PENDING, "AttributeType": "S"},
+            {"AttributeName": EMITTED_AT, "AttributeType": "N"},
+        ]
+        indexes["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": OUTBOX_INDEX,
+                "KeySchema": [
+                    {"AttributeName": PENDING, "KeyType": "HASH"},
+                    {"AttributeName": EMITTED_AT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ]
     try:
         client.create_table(
             TableName=table_name,
             KeySchema=key_schema,
             AttributeDefinitions=attributes,
             BillingMode="PAY_PER_REQUEST",
+            **indexes,
         )
     except client.exceptions.ResourceInUseException:
         logger.debug("table %s already exists", table_name)

@@ -1,16 +1,18 @@
 """The outbox's items in the idempotency table: written with a record, read and marked published.
 
-`OutboxMethods.outbox_put` is the only one an invocation uses (it builds a write for the
-record's transaction, no request). The publisher reads items with one consistent
-``BatchGetItem`` per 100 and marks each published with a conditional ``UpdateItem``; operators
-list them (``Scan``, or ``Query`` in composite-key mode) and read one (``GetItem``).
+`OutboxMethods.outbox_item_key` and `OutboxMethods.outbox_put` are the only ones an invocation
+uses (they build a write for the record's transaction, no request). The publisher reads items
+with one consistent ``BatchGetItem`` per 100 (one key at a time when a batch is refused, so a
+denied or broken item fails alone) and marks each published with a conditional ``UpdateItem``;
+the sweeper reads the sparse index of unpublished items (`outbox_pending_keys`); operators list
+them (``Scan``, or ``Query`` in composite-key mode) and read one.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +23,15 @@ from idempotent_lambda.exceptions import (
 from idempotent_lambda.outbox._event import (
     EMITTED_AT,
     ID,
+    PENDING,
+    PENDING_SHARDS,
     PUBLISHED_AT,
     PUBLISHED_RETENTION_SECONDS,
     RETENTION_SECONDS,
     OutboxEvent,
     is_outbox_key,
     item_key,
+    pending_value,
 )
 from idempotent_lambda.persistence.protocol import TransactItem
 
@@ -39,6 +44,11 @@ if TYPE_CHECKING:
 _BATCH_GET_LIMIT, _BATCH_GET_ATTEMPTS = 100, 4
 
 
+def key_ident(key: Mapping[str, Any]) -> str:
+    """Return a primary key (low-level form) as one comparable string."""
+    return json.dumps(key, sort_keys=True)
+
+
 class OutboxMethods:
     """The outbox methods of `DynamoDBPersistenceLayer`, which supplies the table and client."""
 
@@ -48,19 +58,41 @@ class OutboxMethods:
 
         def _request(self, operation: str) -> AbstractContextManager[DynamoDBClient]: ...
 
-    def outbox_put(self, event: OutboxEvent, record_key: str | None) -> TransactItem:
-        """Return the ``Put`` of ``event``'s item, to commit in ``record_key``'s transaction.
+    def outbox_item_key(self, owner_key: str | None, slot: str) -> dict[str, Any]:
+        """Return the primary key (low-level form) of the event item at ``slot`` of ``owner_key``.
 
-        The put is unconditional: a body that runs again after its record expired emits the
-        same ids, and its items replace the old ones.
+        ``owner_key`` is the record's key, or the function's key prefix for a body run without
+        a record.
         """
+        return dict(self._schema.key(item_key(owner_key, slot)))
+
+    def outbox_put(
+        self, event: OutboxEvent, key: Mapping[str, Any], key_prefix: str | None
+    ) -> TransactItem:
+        """Return the ``Put`` of ``event``'s item at ``key``, to commit in its body's transaction.
+
+        The put is conditional on no item being there: an item, published or not, is never
+        overwritten (a body run under a new claim writes new items). The item carries
+        ``outbox_pending`` (the index of unpublished items) under ``key_prefix``'s partitions,
+        or ``static_pk_value``'s in composite-key mode.
+        """
+        schema = self._schema
         expires = event.emitted_at_ms // 1000 + RETENTION_SECONDS
+        unit = schema.static_pk_value if schema.sort_key_attr else (key_prefix or "outbox")
         item = {
-            **self._schema.key(item_key(record_key, event.event_id)),
+            **key,
             **event.attributes(),
-            self._schema.expiry_attr: {"N": str(expires)},
+            PENDING: {"S": pending_value(unit, event.event_id)},
+            schema.expiry_attr: {"N": str(expires)},
         }
-        return {"Put": {"TableName": self.table_name, "Item": item}}
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(#key)",
+                "ExpressionAttributeNames": {"#key": schema.idempotency_key_attr},
+            }
+        }
 
     def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None:
         """Return the primary key in ``keys`` (low-level form) if it is an outbox item's.
@@ -78,40 +110,62 @@ class OutboxMethods:
             return None
         return {name: dict(keys[name]) for name in names}
 
-    def outbox_items(self, keys: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def outbox_partition(self, key: Mapping[str, Any]) -> str:
+        """Return the partition value of an outbox item's ``key`` (what IAM's LeadingKeys reads)."""
+        return str(key[self._schema.key_attr]["S"])
+
+    def outbox_items(
+        self, keys: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[Mapping[str, Any]], dict[str, IdempotencyPersistenceLayerError]]:
         """Read the outbox items at ``keys`` as they are now (consistent ``BatchGetItem``s).
 
-        Returns:
-            The items found (low-level form); a key with no item is left out.
+        A request DynamoDB refuses (IAM denies one of its keys, say: ``BatchGetItem`` is
+        authorised for all its keys or none) is read again one key a request, so each key that
+        cannot be read fails alone.
 
-        Raises:
-            IdempotencyPersistenceLayerError: A read failed, or keys stayed unprocessed.
+        Returns:
+            The items found (low-level form; a key with no item is left out), and the error of
+            each key that could not be read, by `key_ident`.
         """
-        unique = list({json.dumps(key, sort_keys=True): key for key in keys}.values())
+        unique = list({key_ident(key): key for key in keys}.values())
+        parts = [unique[n : n + _BATCH_GET_LIMIT] for n in range(0, len(unique), _BATCH_GET_LIMIT)]
         found: list[Mapping[str, Any]] = []
-        for start in range(0, len(unique), _BATCH_GET_LIMIT):
-            chunk = unique[start : start + _BATCH_GET_LIMIT]
-            pending: Any = {self.table_name: {"Keys": chunk, "ConsistentRead": True}}
-            for attempt in range(_BATCH_GET_ATTEMPTS):
-                if attempt:
-                    time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
-                with self._request("BatchGetItem") as client:
-                    response = client.batch_get_item(RequestItems=pending)
-                found.extend(response.get("Responses", {}).get(self.table_name, ()))
-                pending = response.get("UnprocessedKeys") or {}
-                if not pending.get(self.table_name, {}).get("Keys"):
-                    break
-            else:
-                raise IdempotencyPersistenceLayerError(
-                    "DynamoDB left outbox keys unprocessed after retries (throttled)"
-                )
-        return found
+        failed: dict[str, IdempotencyPersistenceLayerError] = {}
+        while parts:
+            part = parts.pop(0)
+            got: list[Mapping[str, Any]] = []
+            pending: Any = {self.table_name: {"Keys": part, "ConsistentRead": True}}
+            try:
+                for attempt in range(_BATCH_GET_ATTEMPTS):
+                    if attempt:
+                        time.sleep(min(0.05 * 2 ** (attempt - 1), 0.5))
+                    with self._request("BatchGetItem") as client:
+                        response = client.batch_get_item(RequestItems=pending)
+                    got.extend(response.get("Responses", {}).get(self.table_name, ()))
+                    pending = response.get("UnprocessedKeys") or {}
+                    if not pending.get(self.table_name, {}).get("Keys"):
+                        break
+                else:
+                    throttled = IdempotencyPersistenceLayerError(
+                        "DynamoDB left outbox keys unprocessed after retries (throttled)"
+                    )
+                    failed.update((key_ident(key), throttled) for key in part)  # no split
+                    continue
+            except IdempotencyPersistenceLayerError as exc:
+                if len(part) > 1:  # refused whole: read each key alone to find those to blame
+                    parts[:0] = [[key] for key in part]
+                else:
+                    failed[key_ident(part[0])] = exc
+                continue
+            found.extend(got)
+        return found, failed
 
     def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
         """Record the event at ``key`` as published: a conditional ``UpdateItem``.
 
         ``key`` is the item's primary key (low-level form), as its stream record or
-        `outbox_find` gives it. The TTL is shortened to a day past the stream's retention.
+        `outbox_find` gives it. The TTL is shortened to a day past the stream's retention, and
+        ``outbox_pending`` is removed: the item leaves the index of unpublished items.
 
         Returns:
             False when the item was already marked, or is gone (expired or deleted).
@@ -122,7 +176,7 @@ class OutboxMethods:
                 client.update_item(
                     TableName=self.table_name,
                     Key=dict(key),
-                    UpdateExpression="SET #published = :at, #expiry = :expiry",
+                    UpdateExpression="SET #published = :at, #expiry = :expiry REMOVE #pending",
                     ConditionExpression=(
                         "attribute_exists(#key) AND attribute_not_exists(#published)"
                     ),
@@ -130,6 +184,7 @@ class OutboxMethods:
                         "#published": PUBLISHED_AT,
                         "#expiry": schema.expiry_attr,
                         "#key": schema.idempotency_key_attr,
+                        "#pending": PENDING,
                     },
                     ExpressionAttributeValues={
                         ":at": {"N": str(published_at_ms)},
@@ -151,16 +206,28 @@ class OutboxMethods:
         for item in self._outbox_pages({"#id": ID}, {":id": {"S": event_id}}, "#id = :id", None):
             found = self.outbox_key(item)
             if found is not None:
-                return OutboxEvent.from_item(item), found
+                event = OutboxEvent.from_item(item, found)  # its id is its key's, or it fails
+                return event, found
         return None
 
-    def outbox_scan(
-        self, *, unpublished_only: bool = True, limit: int | None = None
-    ) -> Iterator[OutboxEvent]:
-        """Yield the table's outbox events (operators: ``Scan``, ``Query`` in composite mode).
+    def outbox_probe(self) -> bool:
+        """Tell whether a first page of the table (1,000 items) holds an outbox item (doctor)."""
+        pages = self._outbox_pages({"#id": ID}, {}, "attribute_exists(#id)", 1000)
+        return any(self.outbox_key(item) is not None for item in pages)
 
-        Items that are not readable outbox items are left out. ``limit`` stops after the first
-        page, of that many items read.
+    def outbox_scan(
+        self,
+        *,
+        unpublished_only: bool = True,
+        limit: int | None = None,
+        unreadable: list[dict[str, Any]] | None = None,
+    ) -> Iterator[tuple[OutboxEvent, dict[str, Any]]]:
+        """Yield the table's outbox events and their items' keys (operators: ``Scan``, or
+        ``Query`` in composite mode).
+
+        Items that are not readable outbox items are left out (their keys are added to
+        ``unreadable`` when it is given). ``limit`` stops after the first page, of that many
+        items read.
         """
         names = {"#emitted": EMITTED_AT}
         condition = "attribute_exists(#emitted)"
@@ -168,12 +235,58 @@ class OutboxMethods:
             names["#published"] = PUBLISHED_AT
             condition += " AND attribute_not_exists(#published)"
         for item in self._outbox_pages(names, {}, condition, limit):
-            if self.outbox_key(item) is None:
+            key = self.outbox_key(item)
+            if key is None:
                 continue
             try:
-                yield OutboxEvent.from_item(item)
+                event = OutboxEvent.from_item(item, key)
             except IdempotencyCorruptRecordError:
+                if unreadable is not None:
+                    unreadable.append(key)
                 continue
+            yield event, key
+
+    def outbox_pending_keys(
+        self, index_name: str, key_prefixes: Sequence[str] | None, limit: int
+    ) -> list[tuple[dict[str, Any], int]]:
+        """Return unpublished items' keys and emit times from the sparse index, oldest first.
+
+        One ``Query`` of at most ``limit`` entries per index partition of each prefix
+        (`PENDING_SHARDS` per prefix); one ``Scan`` of the index, of at most ``limit``
+        entries, when ``key_prefixes`` is None. The table itself is never scanned.
+        """
+        schema = self._schema
+        names = [schema.key_attr, *([schema.sort_key_attr] if schema.sort_key_attr else [])]
+        pages: list[Iterable[Mapping[str, Any]]] = []
+        with self._request("Query" if key_prefixes is not None else "Scan") as client:
+            if key_prefixes is None:
+                pages.append(
+                    client.scan(TableName=self.table_name, IndexName=index_name, Limit=limit).get(
+                        "Items", []
+                    )
+                )
+            for prefix in key_prefixes or ():
+                for shard in range(PENDING_SHARDS):
+                    pages.append(
+                        client.query(
+                            TableName=self.table_name,
+                            IndexName=index_name,
+                            KeyConditionExpression="#pending = :pending",
+                            ExpressionAttributeNames={"#pending": PENDING},
+                            ExpressionAttributeValues={":pending": {"S": f"{prefix}#{shard}"}},
+                            Limit=limit,
+                        ).get("Items", [])
+                    )
+        found: list[tuple[dict[str, Any], int]] = []
+        for item in (item for page in pages for item in page):
+            key = self.outbox_key(item)
+            try:
+                emitted = int(item[EMITTED_AT]["N"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if key is not None and all(name in key for name in names):
+                found.append((key, emitted))
+        return sorted(found, key=lambda pair: pair[1])
 
     def _outbox_pages(
         self,
