@@ -1,6 +1,8 @@
 """The two defects an outside review found by hand, as the simulator writes them: short
 programs, each a strict xfail until its fix lands (then it passes, the xfail errors, and the
-mark goes). Their shrunk histories are in docs/reliability.md, "The simulator"."""
+mark goes). Their shrunk histories are in docs/reliability.md, "The simulator".
+
+The rerun's event is fixed on main (outbox items keyed by a slot of the claim, DESIGN §14)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 
 from tests.simulation.program import Call, Fault, Poll, Program, Publish, Setup, Tick
 from tests.simulation.runner import report, run
-from tests.simulation.test_sweep import GROUPED, RERUN_EVENT
+from tests.simulation.test_sweep import GROUPED
 
 #: An SQS batch on a client in botocore's legacy retry mode (10 attempts for DynamoDB, where the
 #: library counts 5): its grouped completion is held past its deadline while the message comes
@@ -34,7 +36,6 @@ def test_a_grouped_completion_never_lands_on_a_newer_owner(dynamodb_endpoint: st
     assert [] == result.violations, report(result, "pytest tests/simulation/test_reproductions.py")
 
 
-@pytest.mark.xfail(strict=True, reason=RERUN_EVENT)
 def test_a_rerun_after_expiry_publishes_its_event(dynamodb_endpoint: str) -> None:
     """Both runs' events are published: the rerun's is a new event, not a MODIFY of the old."""
     result = run(RERUN_AFTER_EXPIRY, dynamodb_endpoint)

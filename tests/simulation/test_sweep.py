@@ -18,19 +18,8 @@ GROUPED = (
     "lease by retries the library's request bound does not count, and lands on the record of "
     "the invocation that took the key over (feat/group)"
 )
-RERUN_EVENT = (
-    "outbox-published: a body that runs again after its record expired emits an event under "
-    "the same id, which rewrites the outbox item (a MODIFY the publisher's INSERT filter drops, "
-    "the published mark erased), so one of the two events is never published (feat/outbox)"
-)
 #: Seeds of the sweep that find an open defect on today's main, and which.
-KNOWN: dict[int, str] = {
-    12: RERUN_EVENT,
-    47: RERUN_EVENT,
-    69: GROUPED,
-    83: RERUN_EVENT,
-    84: RERUN_EVENT,
-}
+KNOWN: dict[int, str] = {69: GROUPED}
 
 
 @pytest.fixture(scope="module")

@@ -136,7 +136,7 @@ class World:
         self.history.meta["ordered"] = program.setup.workload == "batch" and self.source.ordered
         self.history.meta["lanes"] = {r.name: r.lane for r in self.source.records}
         self.stream: list[dict[str, Any]] = []  # records in order, with "seen_ms"
-        self.stream_iterators: dict[str, str | None] = {}
+        self.stream_seen: set[str] = set()
         self.checkpoint = 0
         self.bus: list[dict[str, Any]] = []  # entries EventBridge accepted, with "delivered"
 
@@ -421,25 +421,33 @@ class World:
             )
 
     def read_stream(self) -> None:
-        """Fetch the stream's new records, stamped with the world's time."""
+        """Fetch the stream's new records, stamped with the world's time.
+
+        Read from the shard's start every time and keep the sequence numbers not seen yet:
+        moto's iterators, read again after more writes, skip or repeat records.
+        """
         if not self.stream_arn:
             return
         streams = network.client("dynamodbstreams", self.endpoint, "library", -1)
         shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         for shard in shards:
-            shard_id = shard["ShardId"]
-            if shard_id not in self.stream_iterators:
-                self.stream_iterators[shard_id] = streams.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            iterator = self.stream_iterators[shard_id]
-            if iterator is None:
-                continue
-            response = streams.get_records(ShardIterator=iterator)
-            self.stream_iterators[shard_id] = response.get("NextShardIterator")
-            for record in response["Records"]:
-                self.stream.append({**_lambda_shape(record, self.stream_arn)})
-                self.stream[-1]["seen_ms"] = self.clock.now_ms()
+            iterator = streams.get_shard_iterator(
+                StreamArn=self.stream_arn,
+                ShardId=shard["ShardId"],
+                ShardIteratorType="TRIM_HORIZON",
+            )["ShardIterator"]
+            while iterator:
+                response = streams.get_records(ShardIterator=iterator)
+                for record in response["Records"]:
+                    sequence = record["dynamodb"]["SequenceNumber"]
+                    if sequence in self.stream_seen:
+                        continue
+                    self.stream_seen.add(sequence)
+                    self.stream.append(_lambda_shape(record, self.stream_arn))
+                    self.stream[-1]["seen_ms"] = self.clock.now_ms()
+                if not response["Records"]:
+                    break
+                iterator = response.get("NextShardIterator")
 
     def pending_stream(self) -> list[dict[str, Any]]:
         now = self.clock.now_ms()
