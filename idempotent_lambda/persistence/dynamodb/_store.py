@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +24,7 @@ from idempotent_lambda.exceptions import (
 from idempotent_lambda.persistence._aws import (
     DYNAMODB_DEFAULTS,
     LazyClient,
+    count_requests,
     request_bound_ms,
     translate_errors,
 )
@@ -153,6 +155,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             session=boto3_session,
             boto_config=boto_config,
         )
+        self._counted: object = None  # the client whose requests are counted
         self._client: LazyClient[DynamoDBClient] = LazyClient(
             "dynamodb",
             client=boto3_client,
@@ -351,33 +354,54 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
         return found
 
     def unconditional_write_ms(self) -> int | None:
-        """See `BatchCompleteStore.unconditional_write_ms`: read from the client's settings.
+        """See `BatchCompleteStore.unconditional_write_ms`: what botocore does for the client.
 
         Every attempt botocore may make, each its connect and read timeouts, plus the longest
-        backoffs between them (18 s with the store's default client). None on a subclass that
-        overrides `complete` but not `put_completed`: its completions may write other items.
+        backoffs between them (28 s with the store's default client; see `request_bound_ms`).
+        None for a client in adaptive retry mode, and on a subclass that overrides `complete`
+        but not `put_completed` (or `release` but not `delete_claims`): its writes may differ.
         """
         cls = type(self)
         base = DynamoDBPersistenceLayer
-        if cls.complete is not base.complete and cls.put_completed is base.put_completed:
+        if (cls.complete is not base.complete and cls.put_completed is base.put_completed) or (
+            cls.release is not base.release and cls.delete_claims is base.delete_claims
+        ):
             return None
         return request_bound_ms(self._client.get())  # the client may be replaced at any time
 
-    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+    def put_completed(
+        self, records: Sequence[IdempotencyRecord], *, send_by_ms: int | None = None
+    ) -> list[IdempotencyRecord]:
         """See `BatchCompleteStore.put_completed`: one ``BatchWriteItem``, no condition."""
         by_key = {record.idempotency_key: record for record in records}
         if len(by_key) != len(records) or len(records) > BATCH_WRITE_LIMIT:
             raise IdempotencyConfigError("put_completed takes at most 25 records of distinct keys")
         puts = [{"PutRequest": {"Item": self._schema.to_item(r, self._encode(r))}} for r in records]
-        with self._request("BatchWriteItem") as client:
-            response = client.batch_write_item(RequestItems={self.table_name: puts})  # type: ignore[dict-item]
-        left: Any = response.get("UnprocessedItems") or {}
+        if send_by_ms is not None and self.clock.now_ms() >= send_by_ms:
+            return list(records)  # the encoding (an S3 offload) took the time the lease allowed
+        left = self._write_batch(puts)
         name = self._schema.idempotency_key_attr
-        return [
-            by_key[put["PutRequest"]["Item"][name]["S"]]
-            for requests in left.values()
-            for put in requests
-        ]
+        return [by_key[put["PutRequest"]["Item"][name]["S"]] for put in left]
+
+    def delete_claims(
+        self, idempotency_keys: Sequence[str], *, send_by_ms: int | None = None
+    ) -> list[str]:
+        """See `BatchCompleteStore.delete_claims`: one ``BatchWriteItem``, no condition."""
+        if len(set(idempotency_keys)) != len(idempotency_keys) or len(idempotency_keys) > 25:
+            raise IdempotencyConfigError("delete_claims takes at most 25 distinct keys")
+        if send_by_ms is not None and self.clock.now_ms() >= send_by_ms:
+            return list(idempotency_keys)
+        deletes = [{"DeleteRequest": {"Key": self._schema.key(key)}} for key in idempotency_keys]
+        left = self._write_batch(deletes)
+        by_item = {_key_text(self._schema.key(key)): key for key in idempotency_keys}
+        return [by_item[_key_text(delete["DeleteRequest"]["Key"])] for delete in left]
+
+    def _write_batch(self, requests: list[Any]) -> list[Any]:
+        """Send ``requests`` in one ``BatchWriteItem``; return those DynamoDB left unprocessed."""
+        with self._request("BatchWriteItem") as client:
+            response = client.batch_write_item(RequestItems={self.table_name: requests})
+        left: Any = response.get("UnprocessedItems") or {}
+        return [request for requests in left.values() for request in requests]
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
         """See `TransactionalStore.complete_with`: one ``TransactWriteItems``.
@@ -473,6 +497,9 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
         """
         with translate_errors("DynamoDB", operation):
             client = self._client.get()
+            if client is not self._counted:
+                count_requests(client)
+                self._counted = client
             if self._key_schema.table_name != self.table_name:  # repointed, as tests do
                 self._key_schema = KeySchemaCheck(self._schema, self.table_name)
             self._key_schema.before(client)
@@ -485,3 +512,8 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
     def _get_client(self) -> DynamoDBClient:
         """Return the client, building it on first use."""
         return self._client.get()
+
+
+def _key_text(key: Mapping[str, Any]) -> str:
+    """The key of an item as one string, whatever the order of its attributes."""
+    return json.dumps(key, sort_keys=True)
