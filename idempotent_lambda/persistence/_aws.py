@@ -58,6 +58,10 @@ DYNAMODB_DEFAULTS: Mapping[str, Any] = {
     "read_timeout": 3,
     "max_pool_connections": MAX_POOL_CONNECTIONS,
 }
+#: The client of a store's unconditional grouped writes, when the store builds its clients: one
+#: attempt (the batch retries unprocessed items itself, and writes conditionally after a failed
+#: request), so the longest such request is its connect and read timeouts (5 s by default).
+GROUPED_WRITES: Mapping[str, Any] = {"retries": {"total_max_attempts": 1, "mode": "standard"}}
 #: S3 bodies are up to ~400 KB: a longer read timeout than DynamoDB's.
 S3_DEFAULTS: Mapping[str, Any] = {
     **_COMMON,
@@ -71,8 +75,10 @@ def build_client(
     session: boto3.session.Session | None,
     user_config: Config | None,
     defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Build a ``service`` client with ``defaults``, ``user_config`` merged over them.
+    """Build a ``service`` client with ``defaults``, ``user_config`` merged over them, and
+    ``overrides`` over both.
 
     No endpoint is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` / ``AWS_ENDPOINT_URL_S3`` (and
     ``AWS_ENDPOINT_URL``) are honoured by botocore itself.
@@ -83,6 +89,8 @@ def build_client(
     config = Config(**defaults)
     if user_config is not None:
         config = config.merge(user_config)
+    if overrides:
+        config = config.merge(Config(**overrides))
     return (session or boto3.session.Session()).client(service, config=config)  # type: ignore[call-overload]
 
 
@@ -97,6 +105,7 @@ class LazyClient(Generic[ClientT]):
         session: Session to build the client from (default: a new session).
         boto_config: botocore ``Config`` merged over ``defaults``.
         defaults: The client options of this service.
+        overrides: Options merged over ``boto_config`` (`GROUPED_WRITES`).
     """
 
     def __init__(
@@ -107,9 +116,12 @@ class LazyClient(Generic[ClientT]):
         session: boto3.session.Session | None,
         boto_config: Config | None,
         defaults: Mapping[str, Any],
+        overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self.service = service
         self._client = client
+        self._overrides = overrides
+        self.own = False  # True once the client in use is the one this object built
         self._session = session
         self._boto_config = boto_config
         self._defaults = defaults
@@ -131,6 +143,7 @@ class LazyClient(Generic[ClientT]):
             with self._lock:
                 if self._client is None:
                     self._client = self._build()
+                    self.own = True
                 client = self._client
         return client
 
@@ -138,12 +151,13 @@ class LazyClient(Generic[ClientT]):
         """Replace the client for every later request (a test's stub or a local endpoint)."""
         with self._lock:
             self._client = client
+            self.own = False
 
     def _build(self) -> ClientT:
         service = SERVICE_NAMES.get(self.service, self.service)
         try:
             client: ClientT = build_client(
-                self.service, self._session, self._boto_config, self._defaults
+                self.service, self._session, self._boto_config, self._defaults, self._overrides
             )
         except Exception as exc:
             error = config_error(f"{service} client", exc)

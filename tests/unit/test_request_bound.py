@@ -84,9 +84,17 @@ def test_the_environment_counts_as_botocore_reads_it(
     assert expected_ms == request_bound_ms(_client(Config(connect_timeout=2, read_timeout=3)))
 
 
-def test_the_store_reads_it_from_its_own_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default client's bound is 28 s; a subclass that changes complete alone has none."""
+def test_the_store_reads_it_from_the_client_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that builds its clients sends grouped writes through one of a single attempt
+    (5 s); a client passed in is used as it is (28 s for one built like the store's), and so is
+    one set later; a subclass that changes complete alone has no bound."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    own = DynamoDBPersistenceLayer("t")
+    assert 5_000 == own.unconditional_write_ms()
+    own.client = _client(Config(retries={"mode": "adaptive"}))
+    assert own.unconditional_write_ms() is None
     client = build_client("dynamodb", None, None, DYNAMODB_DEFAULTS)
     assert 28_000 == DynamoDBPersistenceLayer("t", boto3_client=client).unconditional_write_ms()
 

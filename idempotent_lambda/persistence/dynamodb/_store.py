@@ -23,6 +23,7 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.persistence._aws import (
     DYNAMODB_DEFAULTS,
+    GROUPED_WRITES,
     LazyClient,
     count_requests,
     request_bound_ms,
@@ -162,6 +163,14 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             session=boto3_session,
             boto_config=boto_config,
             defaults=DYNAMODB_DEFAULTS,
+        )
+        self._grouped: LazyClient[DynamoDBClient] = LazyClient(
+            "dynamodb",
+            client=None,
+            session=boto3_session,
+            boto_config=boto_config,
+            defaults=DYNAMODB_DEFAULTS,
+            overrides=GROUPED_WRITES,
         )
 
     @property
@@ -357,7 +366,9 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
         """See `BatchCompleteStore.unconditional_write_ms`: what botocore does for the client.
 
         Every attempt botocore may make, each its connect and read timeouts, plus the longest
-        backoffs between them (28 s with the store's default client; see `request_bound_ms`).
+        backoffs between them (`request_bound_ms`): 5 s when the store builds its clients, since
+        its grouped writes then go through a client of one attempt; a client passed in (or set)
+        is used as it is, 28 s for one built like the store's.
         None for a client in adaptive retry mode, and on a subclass that overrides `complete`
         but not `put_completed` (or `release` but not `delete_claims`): its writes may differ.
         """
@@ -367,7 +378,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             cls.release is not base.release and cls.delete_claims is base.delete_claims
         ):
             return None
-        return request_bound_ms(self._client.get())  # the client may be replaced at any time
+        return request_bound_ms(self._grouped_client())  # the client may be replaced at any time
 
     def put_completed(
         self, records: Sequence[IdempotencyRecord], *, send_by_ms: int | None = None
@@ -398,7 +409,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
 
     def _write_batch(self, requests: list[Any]) -> list[Any]:
         """Send ``requests`` in one ``BatchWriteItem``; return those DynamoDB left unprocessed."""
-        with self._request("BatchWriteItem") as client:
+        with self._request("BatchWriteItem", grouped=True) as client:
             response = client.batch_write_item(RequestItems={self.table_name: requests})
         left: Any = response.get("UnprocessedItems") or {}
         return [request for requests in left.values() for request in requests]
@@ -490,13 +501,13 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             return ClaimOutcome(True, None)
 
     @contextmanager
-    def _request(self, operation: str) -> Iterator[DynamoDBClient]:
+    def _request(self, operation: str, *, grouped: bool = False) -> Iterator[DynamoDBClient]:
         """Yield the client, and translate any botocore error raised inside (`translate_errors`).
 
         A table keyed differently from this store is reported as `IdempotencyKeySchemaError`.
         """
         with translate_errors("DynamoDB", operation):
-            client = self._client.get()
+            client = self._grouped_client() if grouped else self._client.get()
             if client is not self._counted:
                 count_requests(client)
                 self._counted = client
@@ -508,6 +519,12 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             except client.exceptions.ClientError as exc:
                 self._key_schema.explain(client, operation, exc.response.get("Error", {}))
                 raise
+
+    def _grouped_client(self) -> DynamoDBClient:
+        """The client of unconditional grouped writes: a one-attempt sibling of the store's own
+        client; the client itself when it was passed in or set (never one behind the user's)."""
+        client = self._client.get()
+        return self._grouped.get() if self._client.own else client
 
     def _get_client(self) -> DynamoDBClient:
         """Return the client, building it on first use."""
