@@ -103,3 +103,35 @@ def test_the_store_reads_it_from_the_client_in_use(monkeypatch: pytest.MonkeyPat
             return super().complete(record)
 
     assert Stamped("t", boto3_client=client).unconditional_write_ms() is None
+
+
+def test_figures_botocore_keeps_private_fall_back_to_larger_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another botocore without the private tables read here (DynamoDB's standard attempts, the
+    retry-after cap, the legacy retry data) gets a bound at least as long as any version's."""
+    from botocore import loaders
+    from botocore.retries import standard
+
+    from idempotent_lambda.persistence import _aws
+
+    config = Config(connect_timeout=1, read_timeout=1)
+    legacy = Config(connect_timeout=1, read_timeout=1, retries={"mode": "legacy"})
+    exact = (request_bound_ms(_client(config)), request_bound_ms(_client(legacy)))
+    monkeypatch.delattr(standard, "_SERVICE_MAX_ATTEMPTS")
+    monkeypatch.delattr(standard.ExponentialBackoff, "_RETRY_AFTER_MAX_ADDITIONAL")
+
+    class NoData:
+        def load_data(self, name: str) -> Any:
+            raise loaders.DataNotFoundError(data_path=name)
+
+    monkeypatch.setattr(loaders, "create_loader", NoData)
+    _aws._retry_plan.cache_clear()
+    try:
+        fallback = (request_bound_ms(_client(config)), request_bound_ms(_client(legacy)))
+    finally:
+        monkeypatch.undo()
+        _aws._retry_plan.cache_clear()
+    assert (4 * 2_000 + sum(_STANDARD_PAUSES_MS[:3]), 10 * 2_000 + 25_550) == exact
+    assert fallback[0] >= exact[0]
+    assert fallback[1] >= exact[1]
