@@ -97,7 +97,8 @@ class CompletionWriter:
         its future holds what ``call`` returns.
 
         A call written alone runs in the caller's context (the record's), so its client span
-        nests under the record's span; a group belongs to no one record. ``send=False`` only
+        nests under the record's span; a group's request runs in its first record's context (its
+        requests count there, and its client span nests there). ``send=False`` only
         queues a call that may be grouped: `send_queued` sends the queue.
         """
         context = contextvars.copy_context()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +29,7 @@ from idempotent_lambda.persistence._aws import (
     translate_errors,
 )
 from idempotent_lambda.persistence.dynamodb import _transaction
+from idempotent_lambda.persistence.dynamodb._grouped import GroupedWriteMethods
 from idempotent_lambda.persistence.dynamodb._operator import OperatorMethods
 from idempotent_lambda.persistence.dynamodb._outbox import OutboxMethods
 from idempotent_lambda.persistence.dynamodb._s3 import LargeResults, account_of, is_reference
@@ -65,11 +65,9 @@ CLAIM_ATTEMPTS = 2
 BATCH_GET_LIMIT = 100
 #: Requests for one chunk (the first and the retries of unprocessed keys), and the first backoff.
 BATCH_GET_ATTEMPTS, BATCH_GET_BACKOFF_S = 4, 0.05
-#: ``BatchWriteItem`` takes at most 25 puts per request.
-BATCH_WRITE_LIMIT = 25
 
 
-class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
+class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMethods):
     """Keep idempotency records in a DynamoDB table, one item per key.
 
     Each operation is one request. The guides describe the rest: the item format, the client,
@@ -380,40 +378,6 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             return None
         return request_bound_ms(self._grouped_client())  # the client may be replaced at any time
 
-    def put_completed(
-        self, records: Sequence[IdempotencyRecord], *, send_by_ms: int | None = None
-    ) -> list[IdempotencyRecord]:
-        """See `BatchCompleteStore.put_completed`: one ``BatchWriteItem``, no condition."""
-        by_key = {record.idempotency_key: record for record in records}
-        if len(by_key) != len(records) or len(records) > BATCH_WRITE_LIMIT:
-            raise IdempotencyConfigError("put_completed takes at most 25 records of distinct keys")
-        puts = [{"PutRequest": {"Item": self._schema.to_item(r, self._encode(r))}} for r in records]
-        if send_by_ms is not None and self.clock.now_ms() >= send_by_ms:
-            return list(records)  # the encoding (an S3 offload) took the time the lease allowed
-        left = self._write_batch(puts)
-        name = self._schema.idempotency_key_attr
-        return [by_key[put["PutRequest"]["Item"][name]["S"]] for put in left]
-
-    def delete_claims(
-        self, idempotency_keys: Sequence[str], *, send_by_ms: int | None = None
-    ) -> list[str]:
-        """See `BatchCompleteStore.delete_claims`: one ``BatchWriteItem``, no condition."""
-        if len(set(idempotency_keys)) != len(idempotency_keys) or len(idempotency_keys) > 25:
-            raise IdempotencyConfigError("delete_claims takes at most 25 distinct keys")
-        if send_by_ms is not None and self.clock.now_ms() >= send_by_ms:
-            return list(idempotency_keys)
-        deletes = [{"DeleteRequest": {"Key": self._schema.key(key)}} for key in idempotency_keys]
-        left = self._write_batch(deletes)
-        by_item = {_key_text(self._schema.key(key)): key for key in idempotency_keys}
-        return [by_item[_key_text(delete["DeleteRequest"]["Key"])] for delete in left]
-
-    def _write_batch(self, requests: list[Any]) -> list[Any]:
-        """Send ``requests`` in one ``BatchWriteItem``; return those DynamoDB left unprocessed."""
-        with self._request("BatchWriteItem", grouped=True) as client:
-            response = client.batch_write_item(RequestItems={self.table_name: requests})
-        left: Any = response.get("UnprocessedItems") or {}
-        return [request for requests in left.values() for request in requests]
-
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
         """See `TransactionalStore.complete_with`: one ``TransactWriteItems``.
 
@@ -520,17 +484,6 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
                 self._key_schema.explain(client, operation, exc.response.get("Error", {}))
                 raise
 
-    def _grouped_client(self) -> DynamoDBClient:
-        """The client of unconditional grouped writes: a one-attempt sibling of the store's own
-        client; the client itself when it was passed in or set (never one behind the user's)."""
-        client = self._client.get()
-        return self._grouped.get() if self._client.own else client
-
     def _get_client(self) -> DynamoDBClient:
         """Return the client, building it on first use."""
         return self._client.get()
-
-
-def _key_text(key: Mapping[str, Any]) -> str:
-    """The key of an item as one string, whatever the order of its attributes."""
-    return json.dumps(key, sort_keys=True)
