@@ -251,7 +251,10 @@ def run_lane_pipelined(
                     not_run.append(flow)
                 continue
             if flow is None:
-                settle_behind()  # a repeated key claims once the earlier result is written
+                # A repeated key claims once the earlier result is written, or its claim deleted.
+                settle_behind()
+                give_up(not_run, release_together)
+                not_run.clear()
                 flow = start(index)
             completion = flow.run_until_behind()
             if completion is not None:

@@ -341,3 +341,33 @@ def test_decisions_count_the_dynamodb_requests_sent(
     assert 80 == sum(d.store_calls for d in decisions)
     assert sum(requests.values()) == sum(d.store_requests for d in decisions)
     assert requests["BatchWriteItem"] >= 1
+
+
+def test_a_key_given_up_in_one_partition_runs_in_another_of_its_lane(
+    idempotency_table: str, dynamodb_client: Any
+) -> None:
+    """Two partitions share a key: the first partition fails before its record of that key runs,
+    so that record's claim is released before the other partition's record claims it, and runs."""
+    store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=dynamodb_client)
+    ran: list[str] = []
+
+    @idempotent_kafka_handler(
+        persistence_store=store,
+        config=IdempotencyConfig(event_key_jmespath="powertools_json(powertools_base64(value)).k"),
+    )
+    def handler(record: KafkaRecord, context: Any) -> None:
+        value = record.json_value
+        if value["k"] == "bad":
+            raise RuntimeError("refused")
+        ran.append(f"{record.partition}:{value['k']}")
+
+    event = kafka_event(
+        records=[
+            KafkaRecordFields(partition=0, value={"k": "bad"}),
+            KafkaRecordFields(partition=0, value={"k": "shared"}),
+            KafkaRecordFields(partition=1, value={"k": "shared"}),
+        ]
+    )
+    answer = handler(event, FakeLambdaContext(600_000))
+    reported = sorted(f["itemIdentifier"]["partition"] for f in answer["batchItemFailures"])
+    assert (["orders-0", "orders-0"], ["1:shared"]) == (reported, ran)
