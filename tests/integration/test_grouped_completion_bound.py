@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,6 @@ from botocore.config import Config
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig, IdempotencyRecord, Status
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._observability import Decision
-from idempotent_lambda.adapters import _batch_completions
 from idempotent_lambda.adapters.kafka import KafkaRecord, idempotent_kafka_handler
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import (
@@ -260,21 +260,18 @@ class Unprocessed:
 
 @pytest.mark.parametrize("released_after", [6, None])
 def test_unprocessed_completions_are_retried_within_the_lease_then_written_conditionally(
-    idempotency_table: str,
-    dynamodb_endpoint: str,
-    monkeypatch: pytest.MonkeyPatch,
-    released_after: int | None,
+    idempotency_table: str, dynamodb_endpoint: str, released_after: int | None
 ) -> None:
-    """Left unprocessed for longer than four requests: the completions are sent again while the
-    lease allows, and once it does not they are conditional PutItems. Every record the batch
-    reports done is COMPLETED."""
-    monkeypatch.setattr(_batch_completions, "BACKOFF_S", 0.0)
+    """Left unprocessed by six requests (over a second of pauses; the old code gave up after
+    four and 350 ms), a completion is written by the seventh; left unprocessed for good, it is
+    sent again while the lease allows (six requests, the clock moving 10 s each), then written
+    as the conditional PutItem. The record the batch reports done is COMPLETED."""
     clock = ManualClock(START_MS)
     client = _client(dynamodb_endpoint, Config(connect_timeout=1, read_timeout=1))
     store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=client, clock=clock)
     bound = store.unconditional_write_ms()
     assert bound is not None
-    hook = Unprocessed(clock, step_s=5)
+    hook = Unprocessed(clock, step_s=10)
     client.meta.events.register("before-send.dynamodb", hook.before_send)
 
     def release_after(request: Any, **_: Any) -> None:
@@ -287,13 +284,14 @@ def test_unprocessed_completions_are_retried_within_the_lease_then_written_condi
     def handler(record: SQSRecord, context: Any) -> None:
         return None
 
-    lease_ms = CLOCK_SKEW_TOLERANCE_MS + bound + 60_000  # room for about 12 answers
-    answer = handler(_event(3), FakeLambdaContext(lease_ms, clock=clock))
+    lease_ms = CLOCK_SKEW_TOLERANCE_MS + bound + 60_000  # room for six answers
+    started = time.monotonic()
+    answer = handler(_event(1), FakeLambdaContext(lease_ms, clock=clock))
+    assert time.monotonic() - started > 0.35  # pauses of 50, 100, 200, 400 and 800 ms
     assert {"batchItemFailures": []} == answer
-    assert hook.answered > 4
-    records = _records(client, idempotency_table)
-    assert 3 == len(records)
-    assert {Status.COMPLETED} == {r.status for r in records}
+    assert 6 == hook.answered
+    (record,) = _records(client, idempotency_table)
+    assert Status.COMPLETED == record.status
 
 
 def test_kafka_claims_ahead_of_a_failure_are_released_together(
