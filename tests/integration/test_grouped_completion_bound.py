@@ -137,7 +137,9 @@ class Takeover:
         return _answer(request, 400, {"__type": code}, **{"x-amz-retry-after": "5000"})
 
 
-@pytest.mark.parametrize("case", ["legacy_user_client", "own_client_lowered_timeouts"])
+@pytest.mark.parametrize(
+    "case", ["legacy_user_client", "legacy_from_environment", "own_client_lowered_timeouts"]
+)
 def test_a_grouped_completion_never_overwrites_a_newer_owner(
     idempotency_table: str,
     dynamodb_endpoint: str,
@@ -154,9 +156,12 @@ def test_a_grouped_completion_never_overwrites_a_newer_owner(
     client, whose throttled request is not retried by botocore."""
     clock = ManualClock(START_MS)
     botocore_sleeps(clock)
-    if case == "legacy_user_client":
+    if case.startswith("legacy"):
         # DynamoDB's legacy policy: 10 attempts, 25.55 s of pauses; 1 + 1 s per attempt
         config = Config(connect_timeout=1, read_timeout=1, retries={"mode": "legacy"})
+        if case == "legacy_from_environment":
+            monkeypatch.setenv("AWS_RETRY_MODE", "legacy")
+            config = Config(connect_timeout=1, read_timeout=1)
         client = _client(dynamodb_endpoint, config)
         store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=client, clock=clock)
         lease_ms, attempts = 27_000, 10
@@ -178,17 +183,17 @@ def test_a_grouped_completion_never_overwrites_a_newer_owner(
     context = FakeLambdaContext(CLOCK_SKEW_TOLERANCE_MS + lease_ms, clock=clock)
     with caplog.at_level(logging.WARNING, logger="idempotent_lambda.batch"):
         assert {"batchItemFailures": []} == handler(_event(2), context)
-        if case == "legacy_user_client":  # a second batch: no second warning
+        if case.startswith("legacy"):  # a second batch: no second warning
             again = FakeLambdaContext(CLOCK_SKEW_TOLERANCE_MS + lease_ms, clock=clock)
             assert {"batchItemFailures": []} == handler(_event(2, start=2), again)
     records = _records(dynamodb_client, idempotency_table)
-    assert (2 if case != "legacy_user_client" else 4) == len(records)
+    assert (4 if case.startswith("legacy") else 2) == len(records)
     if hook.taken:  # the newer owner's claims stand
         assert {"another-invocation"} == {r.owner for r in records}
     else:  # the completions were written before any takeover could happen
         assert {Status.COMPLETED} == {r.status for r in records}
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    if case == "legacy_user_client":  # 46 s: no completion of this lease can go grouped
+    if case.startswith("legacy"):  # 46 s: no completion of this lease can go grouped
         (warning,) = warnings
         bound_s = round(store.unconditional_write_ms() / 1000)  # type: ignore[operator]
         assert f"({bound_s} s," in warning
