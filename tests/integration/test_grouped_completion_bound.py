@@ -374,3 +374,26 @@ def test_a_key_given_up_in_one_partition_runs_in_another_of_its_lane(
     answer = handler(event, FakeLambdaContext(600_000))
     reported = sorted(f["itemIdentifier"]["partition"] for f in answer["batchItemFailures"])
     assert (["orders-0", "orders-0"], ["1:shared"]) == (reported, ran)
+
+
+def test_an_adaptive_mode_client_never_groups_and_says_so(
+    idempotency_table: str, dynamodb_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Adaptive mode's rate limiter may hold a request back without limit: every completion is
+    the conditional PutItem, and the handler warns once."""
+    client = _client(dynamodb_endpoint, Config(retries={"mode": "adaptive"}))
+    sent: Counter[str] = Counter()
+    client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: sent.update([model.name])
+    )
+    store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=client)
+
+    @idempotent_sqs_handler(persistence_store=store)
+    def handler(record: SQSRecord, context: Any) -> None:
+        return None
+
+    with caplog.at_level(logging.WARNING, logger="idempotent_lambda.batch"):
+        assert {"batchItemFailures": []} == handler(_event(5), FakeLambdaContext(600_000))
+    assert {"PutItem": 10} == dict(sent)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "unbounded: adaptive retry mode" in warning
