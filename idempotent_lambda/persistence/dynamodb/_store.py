@@ -88,9 +88,12 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
         validation_key_attr: Payload validation hash.
         owner_attr: Owner token of the current claim.
         boto_config: botocore ``Config`` merged over the defaults (3 attempts, 2 s connect and
-            3 s read timeouts, 128 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
+            3 s read timeouts, 128 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured. A
+            batch's grouped writes go through a client built the same way with one attempt.
         boto3_session: Session to build the clients from (default: a new session).
-        boto3_client: A ready ``dynamodb`` client, used as-is; else one is built on first use.
+        boto3_client: A ready ``dynamodb`` client, used as-is, grouped writes included (its
+            timeouts and retries decide whether a batch may group them); else one is built on
+            first use.
         clock: Time source for the engine.
         compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
         large_result_bucket: S3 bucket for results too large for an item (None: no offload).
