@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
-.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite
+.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
+	mermaid
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -67,19 +68,36 @@ $(DYNALITE_STAMP):
 		dynalite@$(DYNALITE_VERSION); then touch $@; \
 	else echo "dynalite could not be installed: its tests will skip" >&2; fi
 
+# mermaid (npm) draws the docs' diagrams in the reader's browser. The site serves its own copy
+# (scripts/mkdocs_mermaid.py, a mkdocs hook, copies dist/mermaid.min.js into the built site), so
+# the pages need no network. Unlike dynalite it is not optional: without npm, or if the install
+# fails, the docs targets fail. Major version 11, the one Material for MkDocs drives.
+MERMAID_VERSION := 11.17.2
+MERMAID_STAMP := .cache/mermaid/.installed-$(MERMAID_VERSION)
+
+mermaid: $(MERMAID_STAMP)
+
+$(MERMAID_STAMP):
+	@command -v npm >/dev/null || { echo "npm not found: the docs' diagrams need mermaid from npm" >&2; exit 1; }
+	npm install --prefix .cache/mermaid --no-save --no-audit --no-fund --loglevel=error \
+		mermaid@$(MERMAID_VERSION)
+	touch $@
+
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
-docs: $(DOCS_STAMP)
+docs: $(DOCS_STAMP) $(MERMAID_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # Then the built pages are read for what --strict lets through: reStructuredText remnants of
 # docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths written as text
-# (scripts/check_site.py).
-docs-check: $(DOCS_STAMP)
+# (scripts/check_site.py), and every diagram is drawn in headless Chromium with no network
+# (scripts/check_diagrams.py: Chromium missing fails it).
+docs-check: $(DOCS_STAMP) $(MERMAID_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
 	echo "mkdocs build --strict: ok" && \
-	$(BIN)/python scripts/check_site.py "$$site"
+	$(BIN)/python scripts/check_site.py "$$site" && \
+	$(BIN)/python scripts/check_diagrams.py "$$site"
 
 # The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
 # by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,23 +33,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the docs site once."""
-    out = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--quiet", "--site-dir", str(out)],
-        cwd=ROOT,
-        check=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        timeout=600,
-    )
-    return out
-
-
 @pytest.mark.parametrize("page", PAGES)
-def test_code_fits_at_1280_px(site: Path, page: str) -> None:
+def test_code_fits_at_1280_px(docs_site: Path, page: str) -> None:
     """No code block or signature is wider than the content column in a 1280 px window."""
+    site = docs_site
     html = (site / page / "index.html").read_text(encoding="utf-8")
     probe = site / page / "_probe.html"
     probe.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
