@@ -632,6 +632,7 @@ TEST_MODULES = [
     "testing/test_table_stream.py",
     "http/test_create_order.py",
     "durable/test_order_workflow.py",
+    "tracing/test_spans.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]
