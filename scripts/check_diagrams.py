@@ -62,7 +62,7 @@ PROBE = """<script>(() => {
       drawn: drawn(),
       raw: [...new Set([...document.querySelectorAll("pre.mermaid, pre > code")]
         .map((e) => e.textContent)
-        .filter((text) => /^\\s*(stateDiagram|sequenceDiagram|flowchart)/.test(text)))],
+        .filter((text) => /^\\s*(%%.*\\s*)*(stateDiagram|sequenceDiagram|flowchart)/.test(text)))],
       errors: document.body.innerText.includes("Syntax error"),
       offsite: performance.getEntriesByType("resource")
         .filter((e) => e.initiatorType === "script" || e.name.includes("mermaid"))
