@@ -37,9 +37,11 @@ PROBE = """<script>window.addEventListener("load", () => {
 LAYOUT_PAGES = ["concepts", "production", "sample-app", "sqs", "cdk"]
 LAYOUT_PROBE = (Path(__file__).parent / "layout_probe.js").read_text(encoding="utf-8")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
-)
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    """Fail, never skip, without Chromium: `make test` requires it (.ci/run installs it)."""
+    assert CHROMIUM is not None, "chromium is not installed (apt-get install chromium)"
 
 
 @pytest.mark.parametrize("page", PAGES)
