@@ -69,9 +69,11 @@ $(DYNALITE_STAMP):
 	else echo "dynalite could not be installed: its tests will skip" >&2; fi
 
 # mermaid (npm) draws the docs' diagrams in the reader's browser. The site serves its own copy
-# (scripts/mkdocs_mermaid.py, a mkdocs hook, copies dist/mermaid.min.js into the built site), so
-# the pages need no network. Unlike dynalite it is not optional: without npm, or if the install
-# fails, the docs targets fail. Major version 11, the one Material for MkDocs drives.
+# (scripts/mkdocs_mermaid.py, a mkdocs hook, copies it into the built site), so the pages need no
+# network. `npm pack` fetches the package alone, without its 100-odd dependencies, which the
+# self-contained dist/mermaid.min.js does not need; only that file and the licence are kept.
+# Unlike dynalite it is not optional: without npm, or if the download fails, the docs targets
+# fail. Major version 11, the one Material for MkDocs drives.
 MERMAID_VERSION := 11.17.2
 MERMAID_STAMP := .cache/mermaid/.installed-$(MERMAID_VERSION)
 
@@ -79,8 +81,10 @@ mermaid: $(MERMAID_STAMP)
 
 $(MERMAID_STAMP):
 	@command -v npm >/dev/null || { echo "npm not found: the docs' diagrams need mermaid from npm" >&2; exit 1; }
-	npm install --prefix .cache/mermaid --no-save --no-audit --no-fund --loglevel=error \
-		mermaid@$(MERMAID_VERSION)
+	rm -rf .cache/mermaid && mkdir -p .cache/mermaid
+	cd .cache/mermaid && npm pack --loglevel=error mermaid@$(MERMAID_VERSION) >/dev/null && \
+		tar -xzf mermaid-$(MERMAID_VERSION).tgz package/dist/mermaid.min.js package/LICENSE && \
+		rm mermaid-$(MERMAID_VERSION).tgz
 	touch $@
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
