@@ -14,7 +14,7 @@ DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
 .PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
-	stepfunctions-tools simulate soak simulate-mutants
+	stepfunctions-tools mermaid simulate soak simulate-mutants
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -95,20 +95,40 @@ $(STEPFUNCTIONS_STAMP):
 	@if ! command -v npm >/dev/null; then echo "npm not found: the Step Functions recipe's test will skip" >&2; \
 	else npm install --prefix .cache/stepfunctions --no-save --no-audit --no-fund --loglevel=error \
 		$(STEPFUNCTIONS_TOOLS) && touch $@; fi
+# mermaid (npm) draws the docs' diagrams in the reader's browser. The site serves its own copy
+# (scripts/mkdocs_mermaid.py, a mkdocs hook, copies it into the built site), so the pages need no
+# network. `npm pack` fetches the package alone, without its 100-odd dependencies, which the
+# self-contained dist/mermaid.min.js does not need; only that file and the licence are kept.
+# Unlike dynalite it is not optional: without npm, or if the download fails, the docs targets
+# fail. Major version 11, the one Material for MkDocs drives.
+MERMAID_VERSION := 11.17.2
+MERMAID_STAMP := .cache/mermaid/.installed-$(MERMAID_VERSION)
+
+mermaid: $(MERMAID_STAMP)
+
+$(MERMAID_STAMP):
+	@command -v npm >/dev/null || { echo "npm not found: the docs' diagrams need mermaid from npm" >&2; exit 1; }
+	rm -rf .cache/mermaid && mkdir -p .cache/mermaid
+	cd .cache/mermaid && npm pack --loglevel=error mermaid@$(MERMAID_VERSION) >/dev/null && \
+		tar -xzf mermaid-$(MERMAID_VERSION).tgz package/dist/mermaid.min.js package/LICENSE && \
+		rm mermaid-$(MERMAID_VERSION).tgz
+	touch $@
 
 # The docs site (mkdocs.yml, docs/): `make docs` serves it on http://127.0.0.1:8000, `make test`
 # builds it with --strict (a broken link, a missing page or snippet fails) into a throwaway folder.
-docs: $(DOCS_STAMP)
+docs: $(DOCS_STAMP) $(MERMAID_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # Then the built pages are read for what --strict lets through: reStructuredText remnants of
 # docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths written as text
-# (scripts/check_site.py).
-docs-check: $(DOCS_STAMP)
+# (scripts/check_site.py), and every diagram is drawn in headless Chromium with no network
+# (scripts/check_diagrams.py: Chromium missing fails it).
+docs-check: $(DOCS_STAMP) $(MERMAID_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
 	echo "mkdocs build --strict: ok" && \
-	$(BIN)/python scripts/check_site.py "$$site"
+	$(BIN)/python scripts/check_site.py "$$site" && \
+	$(BIN)/python scripts/check_diagrams.py "$$site"
 
 # The release artefacts: sdist and wheel built as a publisher would (`python -m build`), checked
 # by `twine check --strict`, then the wheel installed into a clean venv that runs a decorated

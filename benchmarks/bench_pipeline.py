@@ -11,6 +11,8 @@ Each case (source, batch size) measures, per library with its defaults:
 
 - the first delivery and a redelivery of the whole batch (wall ms, DynamoDB requests per record,
   client CPU per record: the process's CPU time over the delivery, every thread);
+- *one failing*: a first delivery whose record a tenth of the way in fails (for Kafka, its
+  partition's later records are then reported, their claims released);
 - the *retry*: a first delivery whose every tenth record fails, then the delivery of exactly the
   records it reported (wall ms of that second delivery).
 
@@ -142,6 +144,18 @@ def measure(library: str, source: str, records: int, latency_ms: float) -> dict[
     handler(retry, LambdaContext())
     out["retry_ms"] = (time.perf_counter() - started) * 1000
     out["retried"] = len(reported)
+
+    # A first delivery with one failing record, a tenth of the way in.
+    latency = Latency(latency_ms)
+    handler = build(library, source, latency, body)
+    event = make_event(source, records, "1", uuid.uuid4().hex[:8])
+    raws = raw_records(source, event)
+    failing.add(identifier(source, raws[len(raws) // 10]))
+    started = time.perf_counter()
+    handler(event, LambdaContext())
+    out["fail1_ms"] = (time.perf_counter() - started) * 1000
+    out["fail1_requests"] = latency.delivery(0).requests / records
+    failing.clear()
     return out
 
 
@@ -197,8 +211,9 @@ def report(runs: list[dict[str, dict[str, Any]]], sizes: tuple[int, ...]) -> str
     lines = [
         "| source | records | first: before / now / Powertools ms | now/PT | before/PT "
         "| again: now / Powertools ms | now/PT | retry: before / now / PT ms "
-        "| req/record first now / before / PT | CPU µs/record first now / before / PT |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| req/record first now / before / PT | CPU µs/record first now / before / PT "
+        "| one failing: before / now / PT ms | now/PT | req/record now / before / PT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for source in SOURCES:
         for size in sizes:
@@ -215,7 +230,11 @@ def report(runs: list[dict[str, dict[str, Any]]], sizes: tuple[int, ...]) -> str
                 f"| {now['first_requests']:.2f} / {old['first_requests']:.2f} / "
                 f"{pt['first_requests']:.2f} "
                 f"| {now['first_cpu_us']:.0f} / {old['first_cpu_us']:.0f} / "
-                f"{pt['first_cpu_us']:.0f} |"
+                f"{pt['first_cpu_us']:.0f} "
+                f"| {old['fail1_ms']:.0f} / {now['fail1_ms']:.0f} / {pt['fail1_ms']:.0f} "
+                f"| {now['fail1_ms'] / pt['fail1_ms']:.3f}x "
+                f"| {now['fail1_requests']:.2f} / {old['fail1_requests']:.2f} / "
+                f"{pt['fail1_requests']:.2f} |"
             )
     return "\n".join(lines)
 

@@ -13,8 +13,12 @@ redelivery. Ours and Powertools take turns delivery by delivery, in one process,
 machine's drift weighs on both alike. Reported, as medians: this process's CPU time per record
 (every thread; moto's server is another process), DynamoDB requests per record (counted by a
 botocore event hook on each library's client), and the delivery's wall time. *Before* is the
-package at ``--before`` (as in ``bench_pipeline``), run in a subprocess. Every library gets a
-client built alike (128 connections, botocore's default timeouts).
+package at ``--before`` (as in ``bench_pipeline``), run in a subprocess. With ``--client user``
+every library gets a client built alike (128 connections, botocore's default timeouts), as a
+user passing ``boto3_client`` does; with ``--client own`` each builds its own from a session
+(the latency and the count are hooked on the session). ``--timeout-s`` is the Lambda's deadline
+(600 s by default). ``kafka-fail`` is the Kafka batch with one failing record, a tenth of the
+way in: its partition's later records are reported, not run.
 
 **The wall-time model.** A Lambda function gets a share of a core set by its memory: a whole
 vCPU at 1,769 MB, ``memory / 1769`` of one below that. The model takes the wall time measured
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import threading
 import time
@@ -39,8 +44,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import boto3.session
+
 from benchmarks import bench_batches, bench_kinesis_kafka
-from benchmarks.bench_pipeline import SOURCES, in_before, make_event
+from benchmarks.bench_pipeline import SOURCES, identifier, in_before, make_event, raw_records
 from benchmarks.bench_sqs import LambdaContext, moto_endpoint
 
 
@@ -62,19 +69,41 @@ def make_tables(endpoint: str) -> dict[str, str]:
     return tables
 
 
-def build(library: str, source: str, table: str, client: Any) -> Any:
-    """Return ``library``'s batch handler for ``source`` on ``table``, with its defaults."""
+#: The Kafka batch with one failing record: its partition's later records are not run.
+KAFKA_FAILING = "kafka-fail"
+CPU_SOURCES = (*SOURCES, KAFKA_FAILING)
 
-    def body(_: str) -> None:
+
+def failing_record(source: str, event: dict[str, Any]) -> str | None:
+    """Return the identifier of the record that fails in ``event`` (None: none fails)."""
+    if source != KAFKA_FAILING:
         return None
+    raws = raw_records("kafka", event)
+    return identifier("kafka", raws[len(raws) // 10])
+
+
+def build(library: str, source: str, table: str, client: Any, failing: set[str]) -> Any:
+    """Return ``library``'s batch handler for ``source`` on ``table``, with its defaults.
+
+    ``client`` is a client (the user's style) or a session (each library builds its own);
+    a record whose identifier is in ``failing`` raises.
+    """
+    kind = "kafka" if source == KAFKA_FAILING else source
+    given: dict[str, Any] = (
+        {"boto3_session": client} if isinstance(client, boto3.session.Session) else {}
+    )
+
+    def body(name: str) -> None:
+        if name in failing:
+            raise RuntimeError("this record fails")
 
     if library == "powertools":
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
-        layer = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
-        if source in bench_batches.KINDS:
-            return bench_batches.powertools_handler(source, layer, body)
-        return bench_kinesis_kafka.powertools_handler(source, layer, body)
+        layer = DynamoDBPersistenceLayer(table_name=table, **(given or {"boto3_client": client}))
+        if kind in bench_batches.KINDS:
+            return bench_batches.powertools_handler(kind, layer, body)
+        return bench_kinesis_kafka.powertools_handler(kind, layer, body)
 
     from idempotent_lambda import DynamoDBPersistenceLayer as Store
     from idempotent_lambda.adapters import dynamodb_stream, kafka, kinesis, sqs
@@ -85,13 +114,38 @@ def build(library: str, source: str, table: str, client: Any) -> Any:
         "stream": dynamodb_stream.idempotent_stream_handler,
         "kinesis": kinesis.idempotent_kinesis_handler,
         "kafka": kafka.idempotent_kafka_handler,
-    }[source]
+    }[kind]
 
-    @adapter(persistence_store=Store(table, boto3_client=client))
+    @adapter(persistence_store=Store(table, **(given or {"boto3_client": client})))
     def handler(record: Any, context: Any) -> None:
-        return None
+        if failing:
+            body(bench_kinesis_kafka.identifier(record))
 
     return handler
+
+
+class Context(LambdaContext):
+    """The benchmarks' Lambda context, with a deadline ``timeout_s`` away."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__()
+        self._deadline = time.monotonic() + timeout_s
+
+
+def connect(endpoint: str, latency_ms: float, style: str, count: Any) -> Any:
+    """Return what a library gets: a client (``user``) or a session to build its own from
+    (``own``); either way each request waits ``latency_ms`` and is counted by ``count``."""
+    if style == "user":
+        client = make_client(endpoint, latency_ms)
+        client.meta.events.register("before-call.dynamodb", count)
+        return client
+    os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
+    session = boto3.session.Session(
+        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+    )
+    session.events.register("before-send.dynamodb", lambda **_: time.sleep(latency_ms / 1000))
+    session.events.register("before-call.dynamodb", count)
+    return session
 
 
 def measure_all(  # noqa: PLR0917  # in_before passes arguments by position
@@ -101,6 +155,8 @@ def measure_all(  # noqa: PLR0917  # in_before passes arguments by position
     runs: int,
     tables: dict[str, dict[str, str]],
     sizes: list[int] | None = None,
+    style: str = "user",
+    timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Return, per library and ``"source/size"``, the medians of first deliveries and their
     redeliveries. The libraries take turns, delivery by delivery, the first of each turn
@@ -109,32 +165,36 @@ def measure_all(  # noqa: PLR0917  # in_before passes arguments by position
     counts = dict.fromkeys(libraries, 0)
     clients = {}
     for library in libraries:
-        clients[library] = make_client(endpoint, latency_ms)
 
         def count(library: str = library, **_: Any) -> None:
             with lock:
                 counts[library] += 1
 
-        clients[library].meta.events.register("before-call.dynamodb", count)
+        clients[library] = connect(endpoint, latency_ms, style, count)
+    failing: set[str] = set()
     out: dict[str, dict[str, Any]] = {library: {} for library in libraries}
-    for source in SOURCES:
+    for source in CPU_SOURCES:
+        kind = "kafka" if source == KAFKA_FAILING else source
+        table_of = {library: tables[library][kind] for library in libraries}
         handlers = {}
         for library in libraries:
-            handlers[library] = build(library, source, tables[library][source], clients[library])
-            handlers[library](make_event(source, 10, "1", uuid.uuid4().hex[:8]), LambdaContext())
+            handlers[library] = build(library, source, table_of[library], clients[library], failing)
+            handlers[library](make_event(kind, 10, "1", uuid.uuid4().hex[:8]), Context(timeout_s))
         for size in sizes or SIZES:
             samples: dict[str, dict[str, list[float]]] = {library: {} for library in libraries}
             for turn in range(runs_at(size, runs)):
                 for library in libraries if turn % 2 == 0 else libraries[::-1]:
                     run = uuid.uuid4().hex[:8]
                     for case, receive in (("first", "1"), ("again", "2")):
-                        event = make_event(source, size, receive, run)
+                        event = make_event(kind, size, receive, run)
+                        failing.clear()
+                        failing.update(filter(None, [failing_record(source, event)]))
                         counts[library] = 0
                         started_cpu, started = time.process_time(), time.perf_counter()
-                        answer = handlers[library](event, LambdaContext())
+                        answer = handlers[library](event, Context(timeout_s))
                         wall = (time.perf_counter() - started) * 1000
                         cpu = (time.process_time() - started_cpu) * 1000
-                        if answer["batchItemFailures"]:
+                        if answer["batchItemFailures"] and not failing:
                             raise RuntimeError(f"{library} {source}: failures on a clean batch")
                         for name, value in (
                             ("cpu_us", cpu * 1000 / size),
@@ -176,7 +236,8 @@ def report(results: dict[str, dict[str, Any]], sizes: list[int]) -> str:
         f"| requests/record, redelivery ({names}) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for source in SOURCES:
+    sources = [s for s in CPU_SOURCES if f"{s}/{sizes[0]}" in results["now"]]
+    for source in sources:
         for size in sizes:
             row = [results[lib][f"{source}/{size}"] for lib in libraries]
             now, pt = results["now"][f"{source}/{size}"], results["powertools"][f"{source}/{size}"]
@@ -202,7 +263,7 @@ def report(results: dict[str, dict[str, Any]], sizes: list[int]) -> str:
         + " |",
         "|---|---|" + "---|" * (2 * len(MEMORY_MB)),
     ]
-    for source in SOURCES:
+    for source in sources:
         for size in sizes:
             row = [results[lib][f"{source}/{size}"] for lib in libraries]
             now, pt = results["now"][f"{source}/{size}"], results["powertools"][f"{source}/{size}"]
@@ -221,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--in-process", action="store_true", help="run moto in this process")
     parser.add_argument("--json", help="also write the raw medians to this file")
+    parser.add_argument(
+        "--client",
+        choices=("user", "own"),
+        default="user",
+        help="user: each library gets a boto3.client built alike; own: each builds its own",
+    )
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="the Lambda's deadline")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     started = time.perf_counter()
@@ -241,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             *common,
             {"ours": make_tables(endpoint), "powertools": make_tables(endpoint)},
             sizes,
+            args.client,
+            args.timeout_s,
         )
         results["now"], results["powertools"] = side["ours"], side["powertools"]
     if args.json:

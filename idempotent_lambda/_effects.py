@@ -23,8 +23,9 @@ class StoreCall(NamedTuple):
 
     ``behind``: a completion whose outcome cannot fail the call, so a batch lane may write it
     while its next record runs (see `idempotent_lambda.adapters._batch_pipeline`).
-    ``lease_end_ms``: with ``behind``, when the record's claim stops protecting it: a batch may
-    write the completion unconditionally, with others, well before then
+    ``lease_end_ms``: of a completion or a release, when the record's claim stops protecting
+    it: a batch may write the completion (or delete a claim taken ahead for a record that does
+    not run) unconditionally, with others, well before then
     (`idempotent_lambda.adapters._batch_completions`).
     """
 

@@ -42,7 +42,13 @@ from idempotent_lambda._lambda_context import (
     stop_running,
     with_time_left,
 )
-from idempotent_lambda._observability import Outcome, Reporter, Tally, cause_name
+from idempotent_lambda._observability import (
+    Outcome,
+    Reporter,
+    Tally,
+    cause_name,
+    requests_of_context,
+)
 from idempotent_lambda._tracing import traced
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
@@ -569,6 +575,7 @@ class IdempotentFunction:
                 inv.owner,
                 report_errors=False,
                 deadline_ms=inv.deadline_ms,
+                lease_end_ms=inv.lease_end_ms,
             )
         except IdempotencyPersistenceLayerError as exc:
             if original is not None:
@@ -729,14 +736,17 @@ class IdempotentFunction:
         A write that met another Region's write of the item is tried again after each of
         `_CONFLICT_PAUSES_S`, while a pause ends before ``deadline_ms`` (less the margin).
         ``behind`` marks a completion a batch lane may write while its next record runs, and
-        ``lease_end_ms`` when its claim stops protecting it.
+        ``lease_end_ms`` (of a completion or a release) when its claim stops protecting it.
         """
         pauses = iter(_CONFLICT_PAUSES_S)
         while True:
             started = perf_counter()
+            outer = requests_of_context.get()  # a nested call's, restored after this one
+            requests_of_context.set(tally.requests)
             try:
                 result = yield StoreCall(function, args, kwargs, behind, lease_end_ms)
             except BaseException as exc:
+                requests_of_context.set(outer)
                 tally.add_store_call(_ms_since(started))
                 if isinstance(exc, IdempotencyWriteConflictError):
                     pause = next(pauses, None)
@@ -750,6 +760,7 @@ class IdempotentFunction:
                 if report_errors and isinstance(exc, IdempotencyPersistenceLayerError):
                     tally.report(Outcome.STORE_ERROR, error=cause_name(exc), op=operation)
                 raise
+            requests_of_context.set(outer)
             tally.add_store_call(_ms_since(started))
             return result
 

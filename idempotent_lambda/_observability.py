@@ -65,6 +65,22 @@ _LEVELS = {
 span_of_context: ContextVar[Callable[[Decision], None] | None] = ContextVar(
     "idempotent_lambda_span", default=None
 )
+
+
+class RequestCount:
+    """DynamoDB requests sent for one invocation, botocore's retries included (mutable)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+#: Where the store counts the requests of the store call running in this context: the
+#: invocation's `Tally` sets it around each call it yields; None outside one.
+requests_of_context: ContextVar[RequestCount | None] = ContextVar(
+    "idempotent_lambda_requests", default=None
+)
 _METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
 #: The store operation behind outcomes that name one failure (STORE_ERROR passes its own).
 _FAILED_OPERATION = {Outcome.COMPLETE_FAILED: "complete", Outcome.RELEASE_FAILED: "release"}
@@ -80,7 +96,7 @@ class Decision:
         key: The stored (hashed) idempotency key; None when there was none.
         store_ms: Time spent in store calls.
         handler_ms: Time spent in the decorated body; None when it did not run.
-        store_calls: Round trips made to the store.
+        store_calls: Store calls made (a claim, a read, a completion...).
         source: Where a replay came from: ``"store"``, ``"cache"``, ``"wait"`` or
             ``"batch_read"`` (a batch's read of all its keys).
         error: The class name of the store error, when there was one.
@@ -89,6 +105,8 @@ class Decision:
         key_source: For SKIPPED, what found no key: ``event_key_jmespath '<expression>'``,
             ``the whole payload``, or an adapter's own source (the HTTP key header).
         execution: The durable execution's ARN, for a durable step's decisions.
+        store_requests: DynamoDB requests sent for them, botocore's retries included; a
+            request that writes many records' completions counts once, for one of them.
     """
 
     outcome: Outcome
@@ -102,6 +120,7 @@ class Decision:
     operation: str | None = None
     key_source: str | None = None
     execution: str | None = None
+    store_requests: int = 0
 
 
 class Reporter:
@@ -172,13 +191,14 @@ class Reporter:
 class Tally:
     """One invocation's store calls and body time, reported with each of its decisions."""
 
-    __slots__ = ("_reporter", "handler_ms", "key", "store_calls", "store_ms")
+    __slots__ = ("_reporter", "handler_ms", "key", "requests", "store_calls", "store_ms")
 
     def __init__(self, reporter: Reporter, key: str) -> None:
         self._reporter = reporter
         self.key = key
         self.store_ms = 0.0
         self.store_calls = 0
+        self.requests = RequestCount()
         self.handler_ms: float | None = None  # None until the body has run
 
     def add_store_call(self, ms: float) -> None:
@@ -206,6 +226,7 @@ class Tally:
                 store_ms=self.store_ms,
                 handler_ms=self.handler_ms,
                 store_calls=self.store_calls,
+                store_requests=self.requests.n,
                 source=source,
                 error=error,
                 operation=op or _FAILED_OPERATION.get(outcome),

@@ -53,6 +53,7 @@ KEY = "idempotency.key"
 FUNCTION = "idempotency.function"
 RECORD_FORMAT = "idempotency.record_format"
 STORE_CALLS = "idempotency.store.calls"
+STORE_REQUESTS = "idempotency.store.requests"
 STORE_DURATION_MS = "idempotency.store.duration_ms"
 STORE_OPERATION = "idempotency.store.operation"
 ERROR = "idempotency.error"
@@ -208,6 +209,7 @@ def outcome_attributes(decision: Decision) -> Mapping[str, str | int | float]:
     attributes: dict[str, str | int | float] = {
         OUTCOME: decision.outcome.value,
         STORE_CALLS: decision.store_calls,
+        STORE_REQUESTS: decision.store_requests,
         STORE_DURATION_MS: round(decision.store_ms, 3),
     }
     for name, value in (

@@ -30,7 +30,8 @@ Metrics per decision (unit Count unless noted), as `decision_metrics` derives th
 | ``StoreErrors`` | a store call failed (claim, get, complete or release) |
 | ``StoreErrors<Operation>`` | the same per operation: ``StoreErrorsClaim``, ... |
 | ``StoreLatency`` | time spent in store calls by the invocation (Milliseconds) |
-| ``StoreCalls`` | round trips made to the store by the invocation |
+| ``StoreCalls`` | store calls made by the invocation (a claim, a completion...) |
+| ``StoreRequests`` | DynamoDB requests sent, botocore's retries included; a grouped one once |
 
 Outcomes added later are counted under their CamelCase name. The outbox publisher prints its own
 metrics (``OutboxOldestUnpublishedAge`` and counts) with `EMFMetrics.put`.
@@ -103,6 +104,8 @@ def decision_metrics(decision: Decision) -> list[Metric]:
     if decision.store_calls:
         metrics.append(Metric("StoreLatency", MILLISECONDS, round(decision.store_ms, 3)))
         metrics.append(Metric("StoreCalls", COUNT, decision.store_calls))
+    if decision.store_requests:
+        metrics.append(Metric("StoreRequests", COUNT, decision.store_requests))
     return metrics
 
 
@@ -304,5 +307,6 @@ _RESERVED_NAMES = frozenset(
         *_REPLAY_SOURCE_METRIC.values(),
         "StoreLatency",
         "StoreCalls",
+        "StoreRequests",
     }
 )

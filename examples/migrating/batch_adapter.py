@@ -18,7 +18,7 @@ class Ledger:
 ledger = Ledger()
 
 
-# Records run concurrently by default (16 at a time); 1 runs them one after the other, as
+# Records run concurrently by default (64 at a time); 1 runs them one after the other, as
 # Powertools' BatchProcessor does.
 @idempotent_sqs_handler(persistence_store=store, max_concurrency=1)
 def handler(record: SQSRecord, context) -> dict:

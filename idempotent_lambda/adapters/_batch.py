@@ -32,9 +32,10 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
-from idempotent_lambda._effects import TrackedBody
+from idempotent_lambda._effects import StoreCall, TrackedBody
 from idempotent_lambda._engine import Derive, idempotency_disabled
 from idempotent_lambda._entry import Entry, is_async
 from idempotent_lambda._identity import Invocation, build_invocation
@@ -366,12 +367,20 @@ class _BatchHandler(Generic[RecordT]):
                 pool=store_pool,
                 write_behind=self.completions.submit,
                 left_behind=behind,
+                release_together=self._release_together,
             )
 
         try:
             run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
         finally:
             self._settle(behind, runs, progress)
+
+    def _release_together(self, held: list[tuple[RecordFlow, StoreCall]]) -> list[Future[Any]]:
+        """Start the releases of claims a lane gives up, queued together (`give_up`)."""
+        submit = self.completions.submit
+        futures = [flow.context.run(submit, call, send=False) for flow, call in held]
+        self.completions.send_queued()
+        return futures
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.

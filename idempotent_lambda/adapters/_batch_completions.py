@@ -6,10 +6,14 @@ the key over, and none can before the claim's lease has ended: a claimer takes o
 only once it ended `CLOCK_SKEW_TOLERANCE_MS` ago on its own clock (Powertools, sharing the table,
 once it ended on its clock), so while our clock reads less than the lease end minus the
 tolerance, nobody can have taken it. A completion *sent* while the lease has more left than the
-tolerance plus the longest the request can take (`BatchCompleteStore.unconditional_write_ms`,
-every botocore attempt and backoff) is therefore applied while the condition still holds, and
-may be written without it: with other records' completions, 25 in one request (DESIGN §13).
-Past that point, or on a store without the capability, the conditional write stays.
+tolerance plus the longest the request can take (`BatchCompleteStore.unconditional_write_ms`:
+every attempt and backoff the installed botocore makes for the client) is therefore applied
+while the condition still holds, and may be written without it: with other records'
+completions, 25 in one request (DESIGN §14). The store checks the time again once the items
+are ready, right before it sends (an S3 offload of a large result runs in between). Past that
+point, or on a store without the capability, the conditional write stays. Claims taken ahead
+for records that do not run (a Kafka partition after a failed record) are deleted together the
+same way.
 
 `CompletionWriter` groups them as a commit log does: the first completion is sent at once, and
 those that arrive while a request is out go together in the next one. No completion waits for
@@ -20,14 +24,15 @@ wait for the request out to come back first.
 
 What can go wrong, and what it costs:
 
-- **DynamoDB leaves items unprocessed** (throttling): they are sent again after 50, 100 and
-  200 ms, each only while its lease still allows it (else conditionally); still unprocessed,
-  the completion has failed as a failed ``PutItem`` fails today (``COMPLETE_FAILED``, the record
-  stays IN_PROGRESS until its lease ends, the record counts as done).
+- **DynamoDB leaves items unprocessed** (throttling): they are sent again after growing
+  pauses, each time only while its lease still allows it; once it does not, the completion is
+  the conditional ``PutItem`` (a release the conditional ``DeleteItem``). Nothing is dropped.
 - **The request fails as a whole** (a result too large for an item, an outage, no
-  ``dynamodb:BatchWriteItem`` permission): each of its records is completed conditionally, one
-  ``PutItem`` each, exactly as without batching. Without the permission, batching stops for the
+  ``dynamodb:BatchWriteItem`` permission): each of its records is written conditionally, one
+  request each, exactly as without batching. Without the permission, batching stops for the
   handler (one warning).
+- **The client's bound leaves no room** (a client with botocore's 60 s timeouts, adaptive retry
+  mode): every completion is conditional, and the handler says so once, at WARNING.
 - **The Lambda dies** after a body and before its completion is written: the record stays
   IN_PROGRESS, and its lease is the invocation's deadline, as for a Lambda that dies between a
   body and its conditional completion today. Lambda retries the batch (or the record); until
@@ -43,11 +48,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, NamedTuple
 
 from idempotent_lambda._effects import StoreCall
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.persistence._aws import error_code
 from idempotent_lambda.persistence.protocol import BatchCompleteStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord
@@ -58,14 +62,17 @@ logger = logging.getLogger("idempotent_lambda.batch")
 
 #: Records per request (DynamoDB's ``BatchWriteItem`` limit).
 GROUP = 25
-#: Requests sending one group at most (the first, then retries of unprocessed items), and the
-#: pauses before each retry.
-ATTEMPTS = 4
-BACKOFF_S = (0.05, 0.1, 0.2)
+#: Pause before the first retry of unprocessed items, growing twofold up to the longest.
+BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
 #: Requests out at once, beyond the first, when full groups wait.
 MAX_SENDERS = 4
 
-_Pending = tuple[StoreCall, "Future[Any]"]
+
+class _Pending(NamedTuple):
+    kind: str  # "complete" or "release"
+    call: StoreCall
+    future: Future[Any]
+    context: contextvars.Context  # the record's: its requests are counted there
 
 
 class CompletionWriter:
@@ -73,7 +80,7 @@ class CompletionWriter:
 
     Args:
         store: The engine's store (its record-format view): its ``complete`` is what a
-            completion calls.
+            completion calls, its ``release`` what a release calls.
         pool: Runs the requests.
     """
 
@@ -83,36 +90,73 @@ class CompletionWriter:
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._senders = 0
+        self._warned = False
 
-    def submit(self, call: StoreCall) -> Future[Any]:
-        """Start writing a completion ``call`` behind; its future holds what ``call`` returns.
+    def submit(self, call: StoreCall, *, send: bool = True) -> Future[Any]:
+        """Start writing ``call`` (a completion, or a release of a claim taken ahead) behind;
+        its future holds what ``call`` returns.
 
-        A completion written alone runs in the caller's context (the record's), so its client
-        span nests under the record's span; a group belongs to no one record.
+        A call written alone runs in the caller's context (the record's), so its client span
+        nests under the record's span; a group's request runs in its first record's context (its
+        requests count there, and its client span nests there). ``send=False`` only
+        queues a call that may be grouped: `send_queued` sends the queue.
         """
-        store = self._store
-        if store is None or call.lease_end_ms is None or call.function != store.complete:
-            return self._pool().submit(contextvars.copy_context().run, _perform, call)
-        bound = store.unconditional_write_ms()
-        if bound is None or not _may_go_unconditional(call, store, bound):
-            return self._pool().submit(contextvars.copy_context().run, _perform, call)
+        context = contextvars.copy_context()
+        kind = self._may_group(call)
+        if kind is None:
+            return self._pool().submit(context.run, _perform, call)
         future: Future[Any] = Future()
         with self._lock:
-            self._queue.append((call, future))
-            start = self._senders == 0 or (
-                len(self._queue) >= GROUP and self._senders < MAX_SENDERS
+            self._queue.append(_Pending(kind, call, future, context))
+        if send:
+            self.send_queued()
+        return future
+
+    def send_queued(self) -> None:
+        """Start a sender for what is queued, unless enough run already."""
+        with self._lock:
+            start = bool(self._queue) and (
+                self._senders == 0 or (len(self._queue) >= GROUP and self._senders < MAX_SENDERS)
             )
             if start:
                 self._senders += 1
         if start:
             self._pool().submit(self._send_all)
-        return future
 
     def flush(self) -> None:
         """Send what is queued from this thread too: its caller is about to wait for it."""
         with self._lock:
             self._senders += 1
         self._send_all()
+
+    def _may_group(self, call: StoreCall) -> str | None:
+        """Return the kind of ``call`` when it may be queued for a grouped request now (None:
+        it may not); warn once if the client's bound is what rules it out."""
+        store = self._store
+        kind = None if store is None else _kind(store, call)
+        if store is None or call.lease_end_ms is None or kind is None:
+            return None
+        bound = store.unconditional_write_ms()
+        if bound is not None and _send_by(call, bound) > store.clock.now_ms():
+            self._warned = True  # grouping works for this handler: no warning later
+            return kind
+        if not self._warned:
+            self._warned = True
+            left_s = (call.lease_end_ms - store.clock.now_ms()) / 1000
+            logger.warning(
+                "batch completions: each completion is a conditional PutItem, since the "
+                "DynamoDB client's longest request (%s, botocore's retries included) does not "
+                "fit in the lease (%.0f s left, less %d ms of clock skew); give the store a "
+                "client with short timeouts and few attempts, such as Config(connect_timeout=2, "
+                "read_timeout=3, retries={'mode': 'standard', 'total_max_attempts': 3}), or let "
+                "it build its own",
+                "unbounded: adaptive retry mode, or a store that changes its writes"
+                if bound is None
+                else f"{bound / 1000:.0f} s",
+                left_s,
+                CLOCK_SKEW_TOLERANCE_MS,
+            )
+        return None
 
     def _send_all(self) -> None:
         """Send what is queued, a group at a time, until the queue is empty."""
@@ -124,57 +168,66 @@ class CompletionWriter:
                     self._senders -= 1
                     return
             try:
-                self._send(group)
+                for kind in ("complete", "release"):
+                    self._send(kind, [pending for pending in group if pending.kind == kind])
             except BaseException as exc:  # never leave a record's future unsettled
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(exc)
+                for pending in group:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
                 if not isinstance(exc, Exception):
                     with self._lock:
                         self._senders -= 1
                     raise
 
-    def _send(self, group: list[_Pending]) -> None:
-        """Write ``group`` in one request, then its unprocessed items again, then give up."""
-        store = self._store
-        pending = group
-        for attempt in range(ATTEMPTS):
-            if attempt:
-                time.sleep(BACKOFF_S[attempt - 1])
+    def _send(self, kind: str, pending: list[_Pending]) -> None:
+        """Write ``pending`` in one request, then what is left unprocessed again while each
+        lease allows it; what it no longer allows is written conditionally."""
+        pause = BACKOFF_S
+        while pending:
+            store = self._store
             bound = None if store is None else store.unconditional_write_ms()
             grouped: list[_Pending] = []
-            for call, future in pending:
+            for item in pending:
                 if (
                     store is not None
                     and bound is not None
-                    and _may_go_unconditional(call, store, bound)
+                    and _send_by(item.call, bound) > store.clock.now_ms()
                 ):
-                    grouped.append((call, future))
+                    grouped.append(item)
                     continue
-                _settle(future, call)  # the lease is too near its end: the conditional write
-            if not grouped or store is None:
+                _settle(item)  # the lease is too near its end: the conditional write
+            if not grouped or store is None or bound is None:
                 return
-            by_record = {id(call.args[0]): (call, future) for call, future in grouped}
+            send_by = min(_send_by(item.call, bound) for item in grouped)
+            # The request counts as the first record's (its decision's StoreRequests).
             try:
-                left = store.put_completed([call.args[0] for call, _ in grouped])
+                if kind == "complete":
+                    records = [item.call.args[0] for item in grouped]
+                    left = {
+                        id(r)
+                        for r in grouped[0].context.run(
+                            store.put_completed, records, send_by_ms=send_by
+                        )
+                    }
+                    pending = [item for item in grouped if id(item.call.args[0]) in left]
+                else:
+                    keys = [item.call.args[0] for item in grouped]
+                    undeleted = set(
+                        grouped[0].context.run(store.delete_claims, keys, send_by_ms=send_by)
+                    )
+                    pending = [item for item in grouped if item.call.args[0] in undeleted]
             except Exception as exc:
                 self._refused(exc)
-                for call, future in grouped:
-                    _settle(future, call)
+                for item in grouped:
+                    _settle(item)
                 return
-            unprocessed = {id(record) for record in left}
-            for key, (_, future) in by_record.items():
-                if key not in unprocessed:
-                    future.set_result(True)
-            pending = [by_record[id(record)] for record in left]
-            if not pending:
-                return
-        for _, future in pending:
-            future.set_exception(
-                IdempotencyPersistenceLayerError(
-                    f"DynamoDB BatchWriteItem left the completion unprocessed {ATTEMPTS} times"
-                )
-            )
+            left_ids = {id(item) for item in pending}
+            for item in grouped:
+                if id(item) not in left_ids:
+                    item.future.set_result(True)
+            if pending:
+                time.sleep(pause)
+                pause = min(pause * 2, MAX_BACKOFF_S)
 
     def _refused(self, exc: Exception) -> None:
         """Stop grouping for good when the function may not call ``BatchWriteItem``."""
@@ -186,21 +239,29 @@ class CompletionWriter:
             )
 
 
-def _may_go_unconditional(call: StoreCall, store: BatchCompleteStore, bound_ms: int) -> bool:
-    """Tell whether ``call``'s lease leaves room for an unconditional request sent now."""
-    lease_end = call.lease_end_ms
-    if lease_end is None or not isinstance(call.args[0], IdempotencyRecord):
-        return False
-    return lease_end - store.clock.now_ms() > CLOCK_SKEW_TOLERANCE_MS + bound_ms
+def _kind(store: BatchCompleteStore, call: StoreCall) -> str | None:
+    """``"complete"`` or ``"release"`` for a call a group may carry; None for any other."""
+    if call.function == store.complete and isinstance(call.args[0], IdempotencyRecord):
+        return "complete"
+    if call.function == store.release and not call.kwargs:
+        return "release"
+    return None
+
+
+def _send_by(call: StoreCall, bound_ms: int) -> int:
+    """The last moment ``call`` may be sent unconditionally with a request that takes up to
+    ``bound_ms``: before it, no other invocation can have taken the key over."""
+    return int(call.lease_end_ms or 0) - CLOCK_SKEW_TOLERANCE_MS - bound_ms
 
 
 def _perform(call: StoreCall) -> Any:
     return call.function(*call.args, **call.kwargs)
 
 
-def _settle(future: Future[Any], call: StoreCall) -> None:
-    """Carry ``call`` out (the conditional completion) and settle ``future`` with its outcome."""
+def _settle(pending: _Pending) -> None:
+    """Carry the call out (the conditional write), in its record's context, and settle its
+    future with the outcome."""
     try:
-        future.set_result(_perform(call))
+        pending.future.set_result(pending.context.run(_perform, pending.call))
     except Exception as exc:
-        future.set_exception(exc)
+        pending.future.set_exception(exc)

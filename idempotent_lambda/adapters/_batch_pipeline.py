@@ -19,6 +19,8 @@ Each record is still admitted by `BatchProgress.may_start` in lane order, so whi
 which records are reported are exactly those of a lane run one record at a time. A claim taken
 ahead for a record that does not run is released before the lane ends; if the release fails, the
 claim's lease (the invocation's remaining time) ends and the next delivery takes the record over.
+The claims a lane gives up are released together, in one request while their leases allow it
+(`idempotent_lambda.adapters._batch_completions`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
 from idempotent_lambda.adapters._batch_lanes import BatchProgress
 
-__all__ = ["Behind", "RecordFlow", "WorkerPools", "run_lane_pipelined", "settle"]
+__all__ = ["Behind", "RecordFlow", "WorkerPools", "give_up", "run_lane_pipelined", "settle"]
 
 
 class WorkerPools:
@@ -134,14 +136,23 @@ class RecordFlow:
         while not self.done:
             self.perform()
 
-    def abandon(self) -> None:
-        """Give the record up before its body: release a claim it holds, or just close it."""
+    def abandon(self) -> StoreCall | None:
+        """Give the record up before its body: release a claim it holds, or just close it.
+
+        Returns:
+            The release the flow stopped at, when it may be written with others' (answer it,
+            then finish the flow, with `settle`); None when nothing is left to do.
+        """
         if self.effect is RUN_BODY:
             self.answer(error=_NotRunError())
+            effect = self.effect
+            if isinstance(effect, StoreCall) and effect.lease_end_ms is not None:
+                return effect
             self.finish()
         elif not self.done:
             self.context.run(self.flow.close)
             self.done = True
+        return None
 
 
 def _call(store_call: StoreCall) -> Any:
@@ -163,6 +174,21 @@ def settle(flow: RecordFlow, future: Future[Any]) -> None:
     flow.finish()
 
 
+def give_up(
+    flows: list[RecordFlow],
+    release_together: Callable[[list[tuple[RecordFlow, StoreCall]]], list[Future[Any]]] | None,
+) -> None:
+    """Abandon ``flows`` (records that will not run); their claims are released together when
+    ``release_together`` is given (it starts the releases), one after the other otherwise."""
+    held = [(flow, call) for flow in flows if (call := flow.abandon()) is not None]
+    if release_together is None:
+        for flow, _ in held:
+            flow.finish()
+        return
+    for (flow, _), future in zip(held, release_together(held), strict=True):
+        settle(flow, future)
+
+
 def run_lane_pipelined(
     lane: list[int],
     *,
@@ -173,6 +199,8 @@ def run_lane_pipelined(
     pool: Executor,
     write_behind: Callable[[StoreCall], Future[Any]] | None = None,
     left_behind: list[Behind] | None = None,
+    release_together: Callable[[list[tuple[RecordFlow, StoreCall]]], list[Future[Any]]]
+    | None = None,
 ) -> None:
     """Run one lane's records in order, their claims ahead and their completions behind.
 
@@ -188,6 +216,8 @@ def run_lane_pipelined(
         left_behind: Where the lane leaves the completions still being written when it ends,
             for the caller to settle (with `settle`, then ``progress.finish``); None: the lane
             waits for them itself.
+        release_together: Starts the releases of the claims taken ahead for records that do
+            not run, all at once (see `give_up`); None: one after the other.
     """
     ahead: dict[int, RecordFlow] = {}
     seen: set[str] = set()
@@ -205,6 +235,7 @@ def run_lane_pipelined(
             claims[index].answer(error=exc)
 
     behind: list[Behind] = []
+    not_run: list[RecordFlow] = []
 
     def settle_behind() -> None:
         for index, flow, future in behind:
@@ -217,10 +248,13 @@ def run_lane_pipelined(
             flow = ahead.pop(index, None)
             if not progress.may_start(index):
                 if flow is not None:
-                    flow.abandon()
+                    not_run.append(flow)
                 continue
             if flow is None:
-                settle_behind()  # a repeated key claims once the earlier result is written
+                # A repeated key claims once the earlier result is written, or its claim deleted.
+                settle_behind()
+                give_up(not_run, release_together)
+                not_run.clear()
                 flow = start(index)
             completion = flow.run_until_behind()
             if completion is not None:
@@ -233,8 +267,7 @@ def run_lane_pipelined(
                 continue
             progress.finish(index, failure(index, flow.error))
     finally:
-        for flow in ahead.values():
-            flow.abandon()
+        give_up([*not_run, *ahead.values()], release_together)
         if left_behind is None:
             settle_behind()
         else:

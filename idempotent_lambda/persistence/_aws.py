@@ -15,11 +15,13 @@ everything else pass through unchanged.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from idempotent_lambda._observability import requests_of_context
 from idempotent_lambda.exceptions import (
     IdempotencyError,
     IdempotencyPersistenceConfigError,
@@ -46,11 +48,20 @@ _COMMON: Mapping[str, Any] = {
 #: default ``max_concurrency`` of 64 has up to 64 lanes and 64 store calls ahead or behind in
 #: flight, so no call waits for a connection, nor opens one the pool then throws away.
 MAX_POOL_CONNECTIONS = 128
+#: Figures taken where botocore's own are not found: at least what any of its versions does.
+_STANDARD_ATTEMPTS_FALLBACK = 4
+_MAX_BACKOFF_FALLBACK_S = 20
+_RETRY_AFTER_FALLBACK_S = 5
+_LEGACY_ATTEMPTS_FALLBACK = 10
 DYNAMODB_DEFAULTS: Mapping[str, Any] = {
     **_COMMON,
     "read_timeout": 3,
     "max_pool_connections": MAX_POOL_CONNECTIONS,
 }
+#: The client of a store's unconditional grouped writes, when the store builds its clients: one
+#: attempt (the batch retries unprocessed items itself, and writes conditionally after a failed
+#: request), so the longest such request is its connect and read timeouts (5 s by default).
+GROUPED_WRITES: Mapping[str, Any] = {"retries": {"total_max_attempts": 1, "mode": "standard"}}
 #: S3 bodies are up to ~400 KB: a longer read timeout than DynamoDB's.
 S3_DEFAULTS: Mapping[str, Any] = {
     **_COMMON,
@@ -64,8 +75,10 @@ def build_client(
     session: boto3.session.Session | None,
     user_config: Config | None,
     defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Build a ``service`` client with ``defaults``, ``user_config`` merged over them.
+    """Build a ``service`` client with ``defaults``, ``user_config`` merged over them, and
+    ``overrides`` over both.
 
     No endpoint is forced, so ``AWS_ENDPOINT_URL_DYNAMODB`` / ``AWS_ENDPOINT_URL_S3`` (and
     ``AWS_ENDPOINT_URL``) are honoured by botocore itself.
@@ -76,6 +89,8 @@ def build_client(
     config = Config(**defaults)
     if user_config is not None:
         config = config.merge(user_config)
+    if overrides:
+        config = config.merge(Config(**overrides))
     return (session or boto3.session.Session()).client(service, config=config)  # type: ignore[call-overload]
 
 
@@ -90,6 +105,7 @@ class LazyClient(Generic[ClientT]):
         session: Session to build the client from (default: a new session).
         boto_config: botocore ``Config`` merged over ``defaults``.
         defaults: The client options of this service.
+        overrides: Options merged over ``boto_config`` (`GROUPED_WRITES`).
     """
 
     def __init__(
@@ -100,9 +116,12 @@ class LazyClient(Generic[ClientT]):
         session: boto3.session.Session | None,
         boto_config: Config | None,
         defaults: Mapping[str, Any],
+        overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self.service = service
         self._client = client
+        self._overrides = overrides
+        self.own = False  # True once the client in use is the one this object built
         self._session = session
         self._boto_config = boto_config
         self._defaults = defaults
@@ -124,6 +143,7 @@ class LazyClient(Generic[ClientT]):
             with self._lock:
                 if self._client is None:
                     self._client = self._build()
+                    self.own = True
                 client = self._client
         return client
 
@@ -131,12 +151,13 @@ class LazyClient(Generic[ClientT]):
         """Replace the client for every later request (a test's stub or a local endpoint)."""
         with self._lock:
             self._client = client
+            self.own = False
 
     def _build(self) -> ClientT:
         service = SERVICE_NAMES.get(self.service, self.service)
         try:
             client: ClientT = build_client(
-                self.service, self._session, self._boto_config, self._defaults
+                self.service, self._session, self._boto_config, self._defaults, self._overrides
             )
         except Exception as exc:
             error = config_error(f"{service} client", exc)
@@ -152,12 +173,14 @@ class LazyClient(Generic[ClientT]):
         return client
 
 
-def request_bound_ms(client: Any) -> int:
+def request_bound_ms(client: Any) -> int | None:
     """Return the longest one request of ``client`` may take, botocore's retries included.
 
-    Each attempt may wait its connect and read timeouts (botocore's defaults, 60 s each, when
-    the client's settings leave them out); before each retry botocore backs off at most
-    ``2 ** n`` seconds, 20 s at most, in its legacy and standard modes alike.
+    Read from what the installed botocore does for this client (its resolved retry mode and
+    attempts, so ``Config``, ``AWS_RETRY_MODE`` and ``AWS_MAX_ATTEMPTS`` all count): each
+    attempt may wait its connect and read timeouts (60 s each when unset), and each retry its
+    longest backoff. None for adaptive mode, whose rate limiter may block without limit, and for
+    a mode this function does not know.
     """
     config = client.meta.config
     connect = config.connect_timeout if config.connect_timeout is not None else 60
@@ -166,10 +189,92 @@ def request_bound_ms(client: Any) -> int:
     attempts = retries.get("total_max_attempts")
     if attempts is None and retries.get("max_attempts") is not None:
         attempts = retries["max_attempts"] + 1
+    model = client.meta.service_model
+    plan = _retry_plan(
+        retries.get("mode") or "legacy",
+        attempts,
+        model.service_id.hyphenize(),
+        model.endpoint_prefix,
+    )
+    if plan is None:
+        return None
+    count, backoff_s = plan
+    return int((count * (connect + read) + backoff_s) * 1000)
+
+
+@functools.lru_cache(maxsize=32)
+def _retry_plan(
+    mode: str, attempts: int | None, service: str, endpoint_prefix: str
+) -> tuple[int, float] | None:
+    """Return (attempts, the longest total of the backoffs between them) in retry ``mode``."""
+    if mode == "standard":
+        return _standard_plan(attempts, service)
+    if mode == "legacy":
+        return _legacy_plan(attempts, endpoint_prefix)
+    return None  # adaptive: its token bucket may hold a request back without limit
+
+
+def _standard_plan(attempts: int | None, service: str) -> tuple[int, float]:
+    """Standard mode: truncated exponential backoff, each retry raised by ``x-amz-retry-after``.
+
+    botocore keeps its per-service attempts and its caps in private names; where one is missing
+    (another botocore version) the figure taken is at least what any version does.
+    """
+    from botocore.retries import standard
+
     if attempts is None:
-        attempts = 5 if retries.get("mode", "legacy") == "legacy" else 3
-    backoff = sum(min(2**n, 20) for n in range(attempts - 1))
-    return int((attempts * (connect + read) + backoff) * 1000)
+        per_service = getattr(standard, "_SERVICE_MAX_ATTEMPTS", None)
+        default = getattr(standard, "DEFAULT_MAX_ATTEMPTS", 3)
+        if isinstance(per_service, Mapping):
+            attempts = per_service.get(service, default)
+        else:
+            attempts = max(default, _STANDARD_ATTEMPTS_FALLBACK)
+    backoff = standard.ExponentialBackoff
+    cap = getattr(backoff, "_MAX_BACKOFF", _MAX_BACKOFF_FALLBACK_S)
+    retry_after = getattr(backoff, "_RETRY_AFTER_MAX_ADDITIONAL", _RETRY_AFTER_FALLBACK_S)
+    # Throttling errors back off from a 1 s base, the largest of botocore's bases.
+    pauses = sum(min(2**n, cap) + retry_after for n in range(attempts - 1))
+    return attempts, pauses
+
+
+def _legacy_plan(attempts: int | None, endpoint_prefix: str) -> tuple[int, float]:
+    """Legacy mode: the service's own policy in botocore's ``_retry`` data (DynamoDB: 10
+    attempts, ``0.05 * 2 ** n`` s before retry ``n + 1``, no cap), attempts overridden by the
+    client's settings."""
+    from botocore.loaders import create_loader
+    from botocore.translate import build_retry_config
+
+    overrides = None if attempts is None else {"max_attempts": attempts - 1}
+    try:
+        model = create_loader().load_data("_retry")
+        policy = build_retry_config(
+            endpoint_prefix, model.get("retry", {}), model.get("definitions", {}), overrides
+        )["__default__"]
+        count = int(policy["max_attempts"])
+        delay = policy["delay"]
+        base = 1.0 if delay["base"] == "rand" else float(delay["base"])
+        growth = float(delay["growth_factor"])
+    except Exception:  # data of another shape: count as if every pause were its largest
+        count = attempts or _LEGACY_ATTEMPTS_FALLBACK
+        base, growth = 1.0, 2.0
+    return count, sum(base * growth**n for n in range(count - 1))
+
+
+def count_requests(client: Any) -> None:
+    """Count every request ``client`` sends (each attempt) for the invocation that sends it.
+
+    The count goes to the decision's ``store_requests`` (the ``StoreRequests`` metric). The
+    hook is added once per client; it reads nothing of the request.
+    """
+    events = getattr(getattr(client, "meta", None), "events", None)
+    if events is not None:  # a test's stand-in may have none
+        events.register("before-send", _count_request, unique_id="idempotent_lambda.requests")
+
+
+def _count_request(**_: Any) -> None:
+    counter = requests_of_context.get()
+    if counter is not None:
+        counter.n += 1
 
 
 def error_code(exc: BaseException) -> str | None:

@@ -150,23 +150,45 @@ class BatchCompleteStore(PersistenceStore, Protocol):
     """
 
     def unconditional_write_ms(self) -> int | None:
-        """Return the longest one `put_completed` request may take, retries included.
+        """Return the longest one `put_completed` or `delete_claims` request may take, retries
+        included.
 
         None: this store does not write completions unconditionally now.
         """
         ...
 
-    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+    def put_completed(
+        self, records: Sequence[IdempotencyRecord], *, send_by_ms: int | None = None
+    ) -> list[IdempotencyRecord]:
         """Write ``records`` (COMPLETED, distinct keys, at most 25) unconditionally, in one request.
 
         Each item is exactly the one `PersistenceStore.complete` would write for its record.
+        ``send_by_ms``: the request is sent only if the store's clock reads less than this once
+        the items are ready (an S3 offload of a large result takes time); else none is sent.
 
         Returns:
-            The records the store left unprocessed (throttled, say): none of them is written.
+            The records left unwritten (throttled, say, or not sent in time).
 
         Raises:
             IdempotencyPersistenceLayerError: The request failed; any of the records may or may
                 not be written.
+        """
+        ...
+
+    def delete_claims(
+        self, idempotency_keys: Sequence[str], *, send_by_ms: int | None = None
+    ) -> list[str]:
+        """Delete the records of ``idempotency_keys`` (at most 25) unconditionally, in one request.
+
+        Only for claims of this invocation whose leases allow it, as for `put_completed`;
+        ``send_by_ms`` as there.
+
+        Returns:
+            The keys left undeleted.
+
+        Raises:
+            IdempotencyPersistenceLayerError: The request failed; any of the records may or may
+                not be deleted.
         """
         ...
 

@@ -712,6 +712,7 @@ TEST_MODULES = [
     "http/test_create_order.py",
     "durable/test_order_workflow.py",
     "outbox/test_whole_path.py",
+    "tracing/test_spans.py",
 ]
 #: CDK apps: synthesized (and linted) by cdk/tests in the CDK's own venv (`make cdk-check`).
 SYNTHESIZED = ["cdk/app.py"]

@@ -1,4 +1,4 @@
-"""Fixtures for the sample app's functional tests: a moto server and the sample app on it.
+"""Fixtures for the functional tests: a moto server with the sample app on it, the built docs site.
 
 The sample's handlers read their tables and endpoint from the environment at import, as in
 Lambda, so one app (one server, one set of tables and a bucket made from template.yaml) serves
@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 from samples.scenario import LocalApp, build_app, watching
 
 _HERE = Path(__file__).parent
+_ROOT = _HERE.parents[1]
 _DUMMY_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -99,3 +102,17 @@ def app(sample_app: LocalApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local
             messages = forked.outbox.queue.receive()
             forked.outbox.queue.settle(messages, {"batchItemFailures": []})
         yield forked
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the docs site once (it needs the mermaid that `make mermaid` installs)."""
+    out = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--quiet", "--site-dir", str(out)],
+        cwd=_ROOT,
+        check=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=600,
+    )
+    return out

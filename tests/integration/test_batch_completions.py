@@ -15,9 +15,8 @@ from idempotent_lambda import (
     Status,
 )
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda._observability import Decision, Outcome
+from idempotent_lambda._observability import Outcome
 from idempotent_lambda._record_format import NATIVE, POWERTOOLS
-from idempotent_lambda.adapters import _batch_completions
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock, SQSMessageFields, sqs_event
 
@@ -108,69 +107,6 @@ def test_past_the_window_a_taken_over_record_is_not_overwritten(
     (record,) = _records(store)
     assert (Status.IN_PROGRESS, "another-invocation") == (record.status, record.owner)
     assert [Outcome.LEASE_LOST] == outcomes
-
-
-class Dropping:
-    """A client that leaves ``drops`` items unprocessed in real BatchWriteItem answers: the
-    request goes to moto without them, and they come back as DynamoDB's ``UnprocessedItems``."""
-
-    def __init__(self, client: Any, drops: int, times: int) -> None:
-        self._client = client
-        self.drops, self.times = drops, times
-        self.batches = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def batch_write_item(self, *, RequestItems: dict[str, list[Any]]) -> dict[str, Any]:  # noqa: N803
-        self.batches += 1
-        ((table, puts),) = RequestItems.items()
-        dropped = puts[len(puts) - self.drops :] if self.batches <= self.times else []
-        kept = puts[: len(puts) - len(dropped)]
-        answer: dict[str, Any] = {"UnprocessedItems": {}}
-        if kept:
-            answer = dict(self._client.batch_write_item(RequestItems={table: kept}))
-        if dropped:
-            answer["UnprocessedItems"] = {table: dropped}
-        return answer
-
-
-@pytest.mark.parametrize("times", [2, 4])
-def test_unprocessed_completions_are_sent_again_then_fail_as_a_completion_fails(
-    idempotency_table: str, dynamodb_client: Any, monkeypatch: pytest.MonkeyPatch, times: int
-) -> None:
-    """Left unprocessed twice, a completion is written by the third request; left unprocessed by
-    all four, it is a failed completion: COMPLETE_FAILED, the record stays IN_PROGRESS and
-    counts as done, as when a conditional PutItem fails."""
-    monkeypatch.setattr(_batch_completions, "BACKOFF_S", (0.0, 0.0, 0.0))
-    client = Dropping(dynamodb_client, drops=1, times=times)
-    store = DynamoDBPersistenceLayer(idempotency_table, boto3_client=client)  # type: ignore[arg-type]
-    decisions: list[Decision] = []
-    ran: list[int] = []
-
-    # One lane at a time: the one record's completion is the one group.
-    @idempotent_sqs_handler(
-        persistence_store=store,
-        max_concurrency=1,
-        config=IdempotencyConfig(decision_hook=decisions.append),
-    )
-    def handler(record: SQSRecord, context: Any) -> None:
-        ran.append(record.json_body["n"])
-
-    assert {"batchItemFailures": []} == handler(_event(1), FakeLambdaContext(600_000))
-    assert [0] == ran
-    (record,) = _records(store)
-    if times == 2:
-        assert (3, Status.COMPLETED) == (client.batches, record.status)
-        assert [Outcome.CLAIMED] == [d.outcome for d in decisions]
-    else:
-        assert (4, Status.IN_PROGRESS) == (client.batches, record.status)
-        assert [(Outcome.COMPLETE_FAILED, "IdempotencyPersistenceLayerError")] == [
-            (d.outcome, d.error) for d in decisions
-        ]
-        # Redelivered within its lease, the record is reported, not run again.
-        again = handler(_event(1, receive_count=2), FakeLambdaContext(600_000))
-        assert ([{"itemIdentifier": "m-0"}], [0]) == (again["batchItemFailures"], ran)
 
 
 @pytest.mark.parametrize("record_format", ["powertools", "native"])

@@ -6,7 +6,7 @@ inside record 2's body, ``complete:2:before`` as the 2nd completion starts, ``ba
 as the first group of completions is sent together (``BatchWriteItem``). ``fail=N`` makes
 record N raise. Each body appends its record number to LEDGER before anything else.
 
-The ``batch`` points run with a client whose requests are bounded to 11 s, retries included, so
+The ``batch`` points run with a client whose requests are bounded to 16 s, retries included, so
 the 60 s leases leave room for completions written together; the others keep botocore's
 defaults (minutes), under which every completion is a conditional ``PutItem``.
 """
@@ -94,9 +94,23 @@ class DyingStore(DynamoDBPersistenceLayer):
         """Complete, maybe dying around it."""
         return self._around("complete", lambda: super(DyingStore, self).complete(record))
 
-    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
+    def put_completed(
+        self, records: Sequence[IdempotencyRecord], *, send_by_ms: int | None = None
+    ) -> list[IdempotencyRecord]:
         """Complete a group together, maybe dying around it."""
-        return self._around("batch", lambda: super(DyingStore, self).put_completed(records))  # type: ignore[no-any-return]
+        return self._around(  # type: ignore[no-any-return]
+            "batch",
+            lambda: super(DyingStore, self).put_completed(records, send_by_ms=send_by_ms),
+        )
+
+    def delete_claims(
+        self, idempotency_keys: Sequence[str], *, send_by_ms: int | None = None
+    ) -> list[str]:
+        """Release claims together, maybe dying around it."""
+        return self._around(  # type: ignore[no-any-return]
+            "release",
+            lambda: super(DyingStore, self).delete_claims(idempotency_keys, send_by_ms=send_by_ms),
+        )
 
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Release, maybe dying around it."""

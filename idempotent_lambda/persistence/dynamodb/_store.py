@@ -22,11 +22,14 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.persistence._aws import (
     DYNAMODB_DEFAULTS,
+    GROUPED_WRITES,
     LazyClient,
+    count_requests,
     request_bound_ms,
     translate_errors,
 )
 from idempotent_lambda.persistence.dynamodb import _transaction
+from idempotent_lambda.persistence.dynamodb._grouped import GroupedWriteMethods
 from idempotent_lambda.persistence.dynamodb._operator import OperatorMethods
 from idempotent_lambda.persistence.dynamodb._outbox import OutboxMethods
 from idempotent_lambda.persistence.dynamodb._s3 import LargeResults, account_of, is_reference
@@ -62,11 +65,9 @@ CLAIM_ATTEMPTS = 2
 BATCH_GET_LIMIT = 100
 #: Requests for one chunk (the first and the retries of unprocessed keys), and the first backoff.
 BATCH_GET_ATTEMPTS, BATCH_GET_BACKOFF_S = 4, 0.05
-#: ``BatchWriteItem`` takes at most 25 puts per request.
-BATCH_WRITE_LIMIT = 25
 
 
-class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
+class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMethods):
     """Keep idempotency records in a DynamoDB table, one item per key.
 
     Each operation is one request. The guides describe the rest: the item format, the client,
@@ -87,9 +88,12 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
         validation_key_attr: Payload validation hash.
         owner_attr: Owner token of the current claim.
         boto_config: botocore ``Config`` merged over the defaults (3 attempts, 2 s connect and
-            3 s read timeouts, 128 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured.
+            3 s read timeouts, 128 connections); ``AWS_ENDPOINT_URL_DYNAMODB`` is honoured. A
+            batch's grouped writes go through a client built the same way with one attempt.
         boto3_session: Session to build the clients from (default: a new session).
-        boto3_client: A ready ``dynamodb`` client, used as-is; else one is built on first use.
+        boto3_client: A ready ``dynamodb`` client, used as-is, grouped writes included (its
+            timeouts and retries decide whether a batch may group them); else one is built on
+            first use.
         clock: Time source for the engine.
         compression_threshold_bytes: Results above this many UTF-8 bytes are stored compressed.
         large_result_bucket: S3 bucket for results too large for an item (None: no offload).
@@ -153,12 +157,21 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             session=boto3_session,
             boto_config=boto_config,
         )
+        self._counted: object = None  # the client whose requests are counted
         self._client: LazyClient[DynamoDBClient] = LazyClient(
             "dynamodb",
             client=boto3_client,
             session=boto3_session,
             boto_config=boto_config,
             defaults=DYNAMODB_DEFAULTS,
+        )
+        self._grouped: LazyClient[DynamoDBClient] = LazyClient(
+            "dynamodb",
+            client=None,
+            session=boto3_session,
+            boto_config=boto_config,
+            defaults=DYNAMODB_DEFAULTS,
+            overrides=GROUPED_WRITES,
         )
 
     @property
@@ -351,33 +364,22 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
         return found
 
     def unconditional_write_ms(self) -> int | None:
-        """See `BatchCompleteStore.unconditional_write_ms`: read from the client's settings.
+        """See `BatchCompleteStore.unconditional_write_ms`: what botocore does for the client.
 
         Every attempt botocore may make, each its connect and read timeouts, plus the longest
-        backoffs between them (18 s with the store's default client). None on a subclass that
-        overrides `complete` but not `put_completed`: its completions may write other items.
+        backoffs between them (`request_bound_ms`): 5 s when the store builds its clients, since
+        its grouped writes then go through a client of one attempt; a client passed in (or set)
+        is used as it is, 28 s for one built like the store's.
+        None for a client in adaptive retry mode, and on a subclass that overrides `complete`
+        but not `put_completed` (or `release` but not `delete_claims`): its writes may differ.
         """
         cls = type(self)
         base = DynamoDBPersistenceLayer
-        if cls.complete is not base.complete and cls.put_completed is base.put_completed:
+        if (cls.complete is not base.complete and cls.put_completed is base.put_completed) or (
+            cls.release is not base.release and cls.delete_claims is base.delete_claims
+        ):
             return None
-        return request_bound_ms(self._client.get())  # the client may be replaced at any time
-
-    def put_completed(self, records: Sequence[IdempotencyRecord]) -> list[IdempotencyRecord]:
-        """See `BatchCompleteStore.put_completed`: one ``BatchWriteItem``, no condition."""
-        by_key = {record.idempotency_key: record for record in records}
-        if len(by_key) != len(records) or len(records) > BATCH_WRITE_LIMIT:
-            raise IdempotencyConfigError("put_completed takes at most 25 records of distinct keys")
-        puts = [{"PutRequest": {"Item": self._schema.to_item(r, self._encode(r))}} for r in records]
-        with self._request("BatchWriteItem") as client:
-            response = client.batch_write_item(RequestItems={self.table_name: puts})  # type: ignore[dict-item]
-        left: Any = response.get("UnprocessedItems") or {}
-        name = self._schema.idempotency_key_attr
-        return [
-            by_key[put["PutRequest"]["Item"][name]["S"]]
-            for requests in left.values()
-            for put in requests
-        ]
+        return request_bound_ms(self._grouped_client())  # the client may be replaced at any time
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[TransactItem]) -> bool:
         """See `TransactionalStore.complete_with`: one ``TransactWriteItems``.
@@ -466,13 +468,16 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods):
             return ClaimOutcome(True, None)
 
     @contextmanager
-    def _request(self, operation: str) -> Iterator[DynamoDBClient]:
+    def _request(self, operation: str, *, grouped: bool = False) -> Iterator[DynamoDBClient]:
         """Yield the client, and translate any botocore error raised inside (`translate_errors`).
 
         A table keyed differently from this store is reported as `IdempotencyKeySchemaError`.
         """
         with translate_errors("DynamoDB", operation):
-            client = self._client.get()
+            client = self._grouped_client() if grouped else self._client.get()
+            if client is not self._counted:
+                count_requests(client)
+                self._counted = client
             if self._key_schema.table_name != self.table_name:  # repointed, as tests do
                 self._key_schema = KeySchemaCheck(self._schema, self.table_name)
             self._key_schema.before(client)
