@@ -51,7 +51,7 @@ MUTANTS = (
         "request-bound-zero",
         "the request bound counted as zero: completions grouped until the tolerance",
         "persistence/_aws.py",
-        "return int((attempts * (connect + read) + backoff) * 1000)",
+        "return int((count * (connect + read) + backoff_s) * 1000)",
         "return 0",
     ),
     Mutant(

@@ -17,16 +17,17 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 #: The botocore settings a store's client may have, by the name a `program.Setup` uses.
-#: ``library``: what `DynamoDBPersistenceLayer` builds for itself; ``legacy``: a client built
-#: with no settings (botocore's legacy retry mode, DynamoDB's 10 attempts, 60 s timeouts);
-#: ``legacy-fast``: legacy mode with lowered timeouts.
+#: ``library``: what `DynamoDBPersistenceLayer` builds for itself; ``defaults``: a client built
+#: with no settings (botocore's default retry mode: standard since botocore 1.36, legacy
+#: before; 60 s timeouts); ``legacy-fast``: legacy mode, DynamoDB's 10 attempts and uncapped
+#: backoff, with lowered timeouts.
 CLIENT_CONFIGS: dict[str, dict[str, Any]] = {
     "library": {
         "retries": {"total_max_attempts": 3, "mode": "standard"},
         "connect_timeout": 2,
         "read_timeout": 3,
     },
-    "legacy": {},
+    "defaults": {},
     "legacy-fast": {"connect_timeout": 1, "read_timeout": 1, "retries": {"mode": "legacy"}},
 }
 
@@ -80,20 +81,25 @@ def active(hook: _Hook) -> Iterator[None]:
 
 def true_bound_ms(settings: str) -> int:
     """Return the longest one request of a client with ``settings`` can take, as the botocore
-    installed here really behaves for DynamoDB (its retry tables, not the library's reading).
+    installed here really behaves for DynamoDB (its retry mode as the client resolved it, and
+    its retry tables; not the library's reading).
 
     Legacy mode: DynamoDB's own 10 attempts and its uncapped backoff (50 ms doubling). Standard
-    mode: up to 20 s of backoff per retry plus up to 5 s more for ``x-amz-retry-after``.
+    mode: DynamoDB's 4 attempts, up to 20 s of backoff per retry plus up to 5 s more for
+    ``x-amz-retry-after``.
     """
     config = CLIENT_CONFIGS[settings]
     connect = config.get("connect_timeout", 60)
     read = config.get("read_timeout", 60)
-    retries = config.get("retries", {})
+    retries = client("dynamodb", "http://127.0.0.1:9", settings, -2).meta.config.retries or {}
+    attempts = retries.get("total_max_attempts")
+    if attempts is None and retries.get("max_attempts") is not None:
+        attempts = retries["max_attempts"] + 1
     if retries.get("mode", "legacy") == "legacy":
-        attempts = retries.get("total_max_attempts") or 10
+        attempts = attempts or 10
         backoff = sum(0.05 * 2**n for n in range(attempts - 1))
     else:
-        attempts = retries.get("total_max_attempts") or 4
+        attempts = attempts or 4
         backoff = sum(min(2**n, 20) + 5 for n in range(attempts - 1))
     return int((attempts * (connect + read) + backoff) * 1000)
 

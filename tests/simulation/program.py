@@ -16,7 +16,7 @@ from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 #: Where the world's clock starts (2026-01-01T00:00:00Z).
 START_MS = 1_767_225_600_000
 #: Botocore settings a store's client may have (see `world.CLIENT_CONFIGS`).
-CLIENTS = ("library", "legacy", "legacy-fast")
+CLIENTS = ("library", "defaults", "legacy-fast")
 FORMATS = ("powertools", "native")
 WORKLOADS = ("batch", "outbox")
 #: The entry points of the outbox workload: `idempotent` on a function, on an `async def`,
@@ -27,7 +27,7 @@ SOURCES = ("sqs", "sqs", "fifo", "stream", "kinesis", "kafka")
 #: The request bound the library read for each client when the simulator was written (the
 #: lease a grouped completion needed, less the tolerance): leases just past it are drawn often.
 #: Fixed here, so that a change of the library's reading does not change the programs.
-EDGES = {"library": 18_000, "legacy": 615_000, "legacy-fast": 25_000}
+EDGES = {"library": 18_000, "defaults": 615_000, "legacy-fast": 25_000}
 #: Faults on one store request (see `world.World.on_send`); a hold twice as likely.
 FAULTS = ("hold", "hold", "throttle", "error", "lost_reply", "crash", "crash_applied")
 #: The requests each kind of invocation makes, which faults name.

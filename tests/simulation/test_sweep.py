@@ -13,13 +13,10 @@ import pytest
 
 from tests.simulation.runner import SWEEP_SEEDS, Result, report, rerun_command, run_seed, shrink
 
-GROUPED = (
-    "takeover-fenced: a grouped completion (BatchWriteItem, unconditional) is held past its "
-    "lease by retries the library's request bound does not count, and lands on the record of "
-    "the invocation that took the key over (feat/group)"
-)
-#: Seeds of the sweep that find an open defect on today's main, and which.
-KNOWN: dict[int, str] = {69: GROUPED}
+#: Seeds of the sweep that find an open defect on today's main, and which (none now: the
+#: grouped completion's takeover, seeds 28, 29, 58 and 69 of earlier generators, and the
+#: rerun's unpublished event, seeds 12, 47, 83 and 84, are fixed on main).
+KNOWN: dict[int, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +43,8 @@ def test_the_sweep_keeps_the_contract(sweep: dict[int, Result], dynamodb_endpoin
     [
         pytest.param(seed, marks=pytest.mark.xfail(strict=True, reason=why))
         for seed, why in KNOWN.items()
-    ],
+    ]
+    or [pytest.param(0, marks=pytest.mark.skip(reason="no open defect in the sweep"))],
 )
 def test_a_known_defect_seed(seed: int, sweep: dict[int, Result], dynamodb_endpoint: str) -> None:
     """A seed that found an open defect: it keeps the contract once the defect is fixed."""
