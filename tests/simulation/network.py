@@ -31,6 +31,17 @@ CLIENT_CONFIGS: dict[str, dict[str, Any]] = {
     "legacy-fast": {"connect_timeout": 1, "read_timeout": 1, "retries": {"mode": "legacy"}},
 }
 
+
+class Crash(Exception):  # noqa: N818 - what happened, not an error of the code
+    """The invocation died (a crash, or Lambda ending it at its deadline): nothing more of it
+    reaches the network, and no body of it runs.
+
+    An `Exception`, not a `BaseException`: what the library does with it afterwards happens
+    in a process Lambda has already ended, so only its requests matter, and `on_send` refuses
+    them all. (A `BaseException` would leave the library's generators suspended.)
+    """
+
+
 _Hook = Callable[[Any, str, Any], Any]
 _ACTIVE: list[_Hook] = []  # the running world's hook, if any
 _CLIENTS: dict[tuple[str, str, str, int], Any] = {}
