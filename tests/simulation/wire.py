@@ -94,6 +94,13 @@ class Wire:
         self.w.history.add(now, inv.name, "hold", f"request held {held}ms")
         self.w.advance(held)
         self.w.run_steps(fault.during)
+        if self.w.clock.now_ms() - now > longest:
+            # What ran meanwhile took longer than the request may: every attempt timed out
+            # unapplied, and botocore gave up.
+            self.w.history.add(self.w.clock.now_ms(), inv.name, "lost", "the request timed out")
+            if self.w.clock.now_ms() > inv.deadline_ms:
+                self.w.die(inv, "ended by Lambda at its deadline while the request was out")
+            raise ReadTimeoutError(endpoint_url=request.url)
         response = self.deliver(inv, request, operation, writes)
         if self.w.clock.now_ms() > inv.deadline_ms:
             self.w.die(inv, "ended by Lambda at its deadline while the request was out")
