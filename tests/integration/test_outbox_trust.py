@@ -25,9 +25,12 @@ from tests.integration._outbox_stack import SOURCE, OutboxStack, client, make_st
 
 def with_index(stack: OutboxStack) -> OutboxStack:
     """Give the stack's table the sparse index of unpublished items (as the sample stack does)."""
-    client("dynamodb", stack.endpoint).update_table(
+    ddb = client("dynamodb", stack.endpoint)
+    keys = ddb.describe_table(TableName=stack.table)["Table"]["AttributeDefinitions"]
+    ddb.update_table(  # the key attributes again: moto replaces the definitions it is given
         TableName=stack.table,
         AttributeDefinitions=[
+            *keys,
             {"AttributeName": "outbox_pending", "AttributeType": "S"},
             {"AttributeName": "outbox_emitted_at", "AttributeType": "N"},
         ],
@@ -460,3 +463,29 @@ def test_an_event_that_cannot_become_an_entry_fails_alone_and_every_span_ends(
     assert StatusCode.UNSET == traces.named("outbox publish Good").status.status_code
     assert StatusCode.ERROR == traces.named("outbox publish Bad").status.status_code
     assert 1 == len(stack.received())
+
+
+def test_in_composite_key_mode_a_prefix_is_a_partition_value(dynamodb_endpoint: str) -> None:
+    """static_pk_value is what the publisher and the sweeper serve, and what the index holds."""
+    stack = with_index(make_stack(dynamodb_endpoint, static_pk_value="orders-fn"))
+    clock = ManualClock()
+    store = DynamoDBPersistenceLayer(
+        stack.table,
+        boto3_client=client("dynamodb", stack.endpoint),
+        key_attr="pk",
+        sort_key_attr="sk",
+        static_pk_value="orders-fn",
+        clock=clock,
+    )
+    emitted = emitter(store, stack)({"order_id": "o-1"}, None)
+    other = publish_handler(
+        store, events_client=stack.events, metrics=quiet_metrics(), key_prefixes=["payments-fn"]
+    )
+    assert {"batchItemFailures": []} == other({"Records": stack.stream_records()}, None)
+    assert [] == stack.received()
+    clock.advance(301)
+    sweep = sweep_handler(
+        store, events_client=stack.events, metrics=quiet_metrics(), key_prefixes=["orders-fn"]
+    )
+    assert 1 == sweep(None, None)["due"]
+    assert [emitted] == [event for event, _ in delivered(stack)]
