@@ -173,17 +173,18 @@ template-check: $(SAM_STAMP)
 # The CDK construct (cdk/, its own distribution idempotent-lambda-cdk): cdk/tests synthesize
 # examples/cdk/app.py and stacks of their own, assert on the templates and run cfn-lint on them.
 # Offline: jsii runs the CDK in the machine's Node, no CDK CLI. Its own venv, like sam's. Node 20
-# (Debian's) works but is past jsii's support window: the banner saying so is silenced.
+# (Debian's) works but is past jsii's support window: the banner saying so is silenced. The
+# library is installed too: the dashboard's test checks its metrics against what it emits.
 CDK_VENV := .venv-cdk
 CDK_STAMP := $(CDK_VENV)/.installed
 
 .PHONY: cdk-check
 
-$(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml
+$(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml pyproject.toml
 	$(PYTHON) -m venv $(CDK_VENV)
 	echo '*' > $(CDK_VENV)/.gitignore
 	$(CDK_VENV)/bin/pip install --quiet --upgrade pip
-	$(CDK_VENV)/bin/pip install --quiet -r cdk/requirements-test.txt -e ./cdk
+	$(CDK_VENV)/bin/pip install --quiet -r cdk/requirements-test.txt -e ./cdk -e .
 	touch $(CDK_STAMP)
 
 cdk-check: $(CDK_STAMP)
