@@ -14,7 +14,21 @@ DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
 .PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
-	stepfunctions-tools mermaid
+	stepfunctions-tools mermaid system-tools
+
+# Debian's packages the checks use: chromium (the docs looked at in a browser), npm (mermaid,
+# dynalite, the Step Functions checkers) and redis-server (the Redis store's tests, which skip
+# without it). Installed with apt-get when missing and the user may (root on Debian); otherwise
+# named here, and the docs checks then fail for want of the first two.
+SYSTEM_TOOLS := chromium npm redis-server
+
+system-tools:
+	@missing=""; for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; \
+	else echo "missing:$$missing (Debian: sudo apt-get install$$missing)" >&2; fi
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +63,7 @@ typecheck: $(STAMP)
 
 # SAMPLE_COPY_SAM: tests/functional/test_sample_copy.py builds a copy of the sample stack with
 # this sam (template-check installed it) instead of skipping for want of one.
-test: lint typecheck docs-check package-check dynalite stepfunctions-tools template-check cdk-check
+test: system-tools lint typecheck docs-check package-check dynalite stepfunctions-tools template-check cdk-check
 	$(BIN)/coverage erase
 	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
