@@ -14,7 +14,21 @@ DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
 
 .PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
-	stepfunctions-tools mermaid simulate soak simulate-mutants
+	stepfunctions-tools mermaid system-tools simulate soak simulate-mutants
+
+# Debian's packages the checks use: chromium (the docs looked at in a browser), npm (mermaid,
+# dynalite, the Step Functions checkers) and redis-server (the Redis store's tests, which skip
+# without it). Installed with apt-get when missing and the user may (root on Debian); otherwise
+# named here, and the docs checks then fail for want of the first two.
+SYSTEM_TOOLS := chromium npm redis-server
+
+system-tools:
+	@missing=""; for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; \
+	else echo "missing:$$missing (Debian: sudo apt-get install$$missing)" >&2; fi
 
 $(BASE_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +63,7 @@ typecheck: $(STAMP)
 
 # SAMPLE_COPY_SAM: tests/functional/test_sample_copy.py builds a copy of the sample stack with
 # this sam (template-check installed it) instead of skipping for want of one.
-test: lint typecheck docs-check package-check dynalite stepfunctions-tools template-check cdk-check
+test: system-tools lint typecheck docs-check package-check dynalite stepfunctions-tools template-check cdk-check
 	$(BIN)/coverage erase
 	SAMPLE_COPY_SAM="$(CURDIR)/$(SAM_VENV)/bin/sam" $(BIN)/coverage run -m pytest -q tests
 	$(BIN)/coverage report
@@ -187,17 +201,18 @@ template-check: $(SAM_STAMP)
 # The CDK construct (cdk/, its own distribution idempotent-lambda-cdk): cdk/tests synthesize
 # examples/cdk/app.py and stacks of their own, assert on the templates and run cfn-lint on them.
 # Offline: jsii runs the CDK in the machine's Node, no CDK CLI. Its own venv, like sam's. Node 20
-# (Debian's) works but is past jsii's support window: the banner saying so is silenced.
+# (Debian's) works but is past jsii's support window: the banner saying so is silenced. The
+# library is installed too: the dashboard's test checks its metrics against what it emits.
 CDK_VENV := .venv-cdk
 CDK_STAMP := $(CDK_VENV)/.installed
 
 .PHONY: cdk-check
 
-$(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml
+$(CDK_STAMP): cdk/requirements-test.txt cdk/pyproject.toml pyproject.toml
 	$(PYTHON) -m venv $(CDK_VENV)
 	echo '*' > $(CDK_VENV)/.gitignore
 	$(CDK_VENV)/bin/pip install --quiet --upgrade pip
-	$(CDK_VENV)/bin/pip install --quiet -r cdk/requirements-test.txt -e ./cdk
+	$(CDK_VENV)/bin/pip install --quiet -r cdk/requirements-test.txt -e ./cdk -e .
 	touch $(CDK_STAMP)
 
 cdk-check: $(CDK_STAMP)

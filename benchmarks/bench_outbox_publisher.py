@@ -5,6 +5,8 @@ the tree it is given (``PYTHONPATH``): it emits N events through an ``@idempoten
 reads them from the table's stream with GetRecords, and times ``publish_handler`` over them in
 Lambda-sized batches (100 records) to EventBridge. Trees alternate, round after round, so the
 load of a shared machine falls on both alike; the median of each is reported, with the ratio.
+Besides events per second (moto's time included), the child reports the CPU time of its own
+process per event: the publisher's work alone, moto running in the parent.
 
 "Before" is a checkout of an earlier commit, e.g.
 ``git worktree add /tmp/outbox-before bf4da40``.
@@ -83,11 +85,11 @@ def child(endpoint: str, events: int) -> None:
     publish = publish_handler(
         store, events_client=client("events"), metrics=EMFMetrics("b", stream=io.StringIO())
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(records), 100):
         answer = publish({"Records": records[start : start + 100]}, None)
         assert not answer["batchItemFailures"], answer
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     ddb.delete_table(TableName=table)
     print(
         json.dumps(
@@ -95,6 +97,7 @@ def child(endpoint: str, events: int) -> None:
                 "tree": str(Path(idempotent_lambda.__file__).parents[1]),
                 "events": len(records),
                 "events_per_s": len(records) / elapsed,
+                "cpu_ms_per_event": cpu * 1000 / len(records),
             }
         )
     )
@@ -134,16 +137,25 @@ def main() -> None:
 
     trees = {"before": args.before.resolve(), "after": ROOT}
     rates: dict[str, list[float]] = {name: [] for name in trees}
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
     with local_dynamodb() as endpoint:
         for round_ in range(args.rounds):
             for name, tree in trees.items():
                 found = measure(tree, endpoint, args.events)
                 rates[name].append(found["events_per_s"])
-                print(f"round {round_ + 1} {name:<6} {found['events_per_s']:7.1f} events/s")
+                cpu[name].append(found["cpu_ms_per_event"])
+                print(
+                    f"round {round_ + 1} {name:<6} {found['events_per_s']:7.1f} events/s, "
+                    f"{found['cpu_ms_per_event']:.3f} ms of the publisher's CPU per event",
+                    flush=True,
+                )
     before, after = (statistics.median(rates[name]) for name in trees)
+    cpu_before, cpu_after = (statistics.median(cpu[name]) for name in trees)
     print(
         f"median: before {before:.1f} events/s, after {after:.1f} events/s, "
-        f"after/before {after / before:.2f} ({args.events} events a round, batches of 100)"
+        f"after/before {after / before:.2f} ({args.events} events a round, batches of 100); "
+        f"publisher CPU per event: before {cpu_before:.3f} ms, after {cpu_after:.3f} ms, "
+        f"after/before {cpu_after / cpu_before:.2f}"
     )
 
 

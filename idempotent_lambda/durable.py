@@ -302,7 +302,7 @@ class ClaimsPlugin:
     execution then goes on and the claim should have stayed. With it registered, that release
     waits for the invocation's end: it happens when the final status is FAILED (or SUCCEEDED,
     the handler having caught the error), and the claim is kept when it is PENDING or RETRY.
-    See docs/durable.md, "The claims plugin".
+    The Durable functions page of the docs shows both ways to register it.
     """
 
     @classmethod

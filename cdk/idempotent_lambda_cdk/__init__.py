@@ -22,6 +22,12 @@ idempotency.add_outbox_publisher(
     sweeper=sweeper,
 )
 ```
+
+A CloudWatch dashboard of the library's metrics for those functions:
+
+```python
+idempotency.add_dashboard(namespace="Orders", dimensions={"service": "orders"})
+```
 """
 
 from idempotent_lambda_cdk._outbox import (

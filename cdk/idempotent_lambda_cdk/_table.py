@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -16,6 +17,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from idempotent_lambda_cdk._dashboard import build_dashboard
 from idempotent_lambda_cdk._objects import granted_objects
 from idempotent_lambda_cdk._outbox import (
     STREAM_ACTIONS,
@@ -102,6 +104,10 @@ class IdempotencyTable(Construct):
     ) -> None:
         super().__init__(scope, id)
         self._granted: dict[str, list[str]] = {}
+        #: What `add_dashboard` charts: batch functions and failure queues, sweepers (by path).
+        self._batch_functions: dict[str, lambda_.IFunction] = {}
+        self._failure_queues: dict[str, sqs.IQueue] = {}
+        self._sweepers: dict[str, lambda_.IFunction] = {}
         self.table = dynamodb.Table(
             self,
             "Table",
@@ -180,6 +186,8 @@ class IdempotencyTable(Construct):
         if not _KEY_PREFIX.match(key_prefix):
             raise ValueError(f"key_prefix {key_prefix!r} cannot name a key prefix in a grant")
         self._name_granted_prefix(grantee, key_prefix)
+        if batch and isinstance(grantee, lambda_.Function):
+            self._batch_functions[grantee.node.path] = grantee
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=[*RECORD_ACTIONS, *(BATCH_ACTIONS if batch else ())],
@@ -275,6 +283,11 @@ class IdempotencyTable(Construct):
         if reserved & set(sources):
             raise ValueError(f"sources {sorted(reserved & set(sources))} have a publisher already")
         reserved.update(sources)
+        self._batch_functions[publisher.node.path] = publisher
+        if on_failure is not None:
+            self._failure_queues[on_failure.node.path] = on_failure
+        if sweeper is not None:
+            self._sweepers[sweeper.node.path] = sweeper
         outbox_functions = [publisher] if sweeper is None else [publisher, sweeper]
         for function in outbox_functions:
             grant_outbox_items(function, self.table.table_arn, key_prefixes)
@@ -307,4 +320,62 @@ class IdempotencyTable(Construct):
             max_record_age=max_record_age or Duration.hours(6),
             on_failure=None if on_failure is None else event_sources.SqsDlq(on_failure),
             filters=[stream_filter(key_prefixes)],
+        )
+
+    def add_dashboard(
+        self,
+        id: str = "Dashboard",
+        *,
+        namespace: str,
+        dimensions: Mapping[str, str],
+        dashboard_name: str | None = None,
+        period: Duration | None = None,
+        batch_functions: Sequence[lambda_.IFunction] = (),
+        failure_queues: Sequence[sqs.IQueue] = (),
+    ) -> cloudwatch.Dashboard:
+        """Add a CloudWatch dashboard of the library's metrics for the functions of this table.
+
+        Widgets, two a row: claims, replays and in-progress conflicts; bodies that raised, lost
+        leases and store failures; the store's latency (p50, p99, maximum); store calls and
+        DynamoDB requests; the failed invocations (`Errors`) of the batch functions (those
+        granted with `batch=True`, the outbox publishers, and `batch_functions`) and the depth
+        of the failure queues (the publishers' `on_failure`, and `failure_queues`); with an
+        outbox publisher, the oldest unpublished event's age against the 5-minute line, and the
+        events published, with the sweepers' runs.
+
+        Args:
+            id: The dashboard's construct id.
+            namespace: The functions' metric namespace (`EMFMetrics(namespace)`, or
+                `POWERTOOLS_METRICS_NAMESPACE` with Powertools Metrics).
+            dimensions: The dimension set the metrics carry: `{"service": <service>}` with
+                Powertools Metrics or `EMFMetrics(service=...)`.
+            dashboard_name: A physical name; None lets CloudFormation name it.
+            period: Each point's period; one minute by default.
+            batch_functions: More batch functions whose failed invocations to chart.
+            failure_queues: More queues where failed records or ranges wait (dead-letter
+                queues, a stream mapping's `on_failure`).
+
+        Returns:
+            The `aws_cloudwatch.Dashboard`, to add widgets of your own.
+
+        Raises:
+            ValueError: `namespace` is empty or `dimensions` holds an empty name or value.
+        """
+        if not namespace:
+            raise ValueError("namespace must name the functions' metric namespace")
+        if not all(name and value for name, value in dimensions.items()):
+            raise ValueError(f"dimensions {dict(dimensions)!r} need non-empty names and values")
+        functions = {**self._batch_functions, **{f.node.path: f for f in batch_functions}}
+        queues = {**self._failure_queues, **{q.node.path: q for q in failure_queues}}
+        return build_dashboard(
+            self,
+            id,
+            namespace=namespace,
+            dimensions=dimensions,
+            dashboard_name=dashboard_name,
+            period=period or Duration.minutes(1),
+            batch_functions=list(functions.values()),
+            failure_queues=list(queues.values()),
+            sweepers=list(self._sweepers.values()),
+            outbox=bool(self._sources),  # an outbox publisher was added
         )

@@ -85,6 +85,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     table_only = cdk.Stack(app, "TableOnly")
     plain = IdempotencyTable(table_only, "Idempotency", table_name="idempotency")
     plain.grant_idempotency(python_function(table_only, "Http"), key_prefix="orders.create")
+    plain.add_dashboard(namespace="Orders", dimensions={"service": "orders"})
 
     assembly = app.synth()
     templates = {

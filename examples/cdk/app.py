@@ -220,6 +220,14 @@ class OrdersStack(cdk.Stack):
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
 
+        # A page beside the alarms: decisions, the store's cost, batch failures (the functions
+        # granted with batch=True, the publisher, and the payments' dead letters), the outbox.
+        idempotency.add_dashboard(
+            namespace=NAMESPACE,
+            dimensions={"service": "orders"},
+            failure_queues=[dead_letters, order_dead_letters],
+        )
+
 
 def build(app: cdk.App, bundle: str) -> OrdersStack:
     """Add the stack to `app`."""

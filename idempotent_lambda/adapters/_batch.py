@@ -127,7 +127,7 @@ class BatchOptions(TypedDict, total=False):
             stream or cluster); ``"shared"`` shares them across sources; ``"powertools"`` gives
             each record the key Powertools' ``BatchProcessor`` with a per-record
             ``@idempotent_function(data_keyword_argument=...)`` stored, so moving from it
-            replays what it processed (docs/migration-checklist.md).
+            replays what it processed (the migration checklist's batch step).
     """
 
     persistence_store: Required[PersistenceStore]
