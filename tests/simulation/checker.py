@@ -76,6 +76,8 @@ def reruns_explained(history: History) -> list[Violation]:
         if key is None:
             continue
         for earlier in runs.get(key, []):
+            if entry.data.get("execution") and earlier.data.get("owner") == entry.data["owner"]:
+                continue  # an execution's replay runs its handler again under its own claim
             reason = _explained(earlier, entry, completions, releases)
             if reason is not None:
                 out.append(
@@ -126,6 +128,15 @@ def answers_match(history: History) -> list[Violation]:
                 )
         elif entry.kind == "answer" and "inv" in entry.data and "k" in entry.data:
             key, by = entry.data["k"], entry.data["inv"]
+            step, charged_by = entry.data.get("step"), entry.data.get("charged_by")
+            if step is not None and durable.get(step) != charged_by:
+                out.append(
+                    Violation(
+                        "answers-match",
+                        f"{entry.inv}'s answer carries {charged_by}'s result of {step}, whose "
+                        f"current completed run is {durable.get(step)}",
+                    )
+                )
             if entry.data.get("key") != key:
                 out.append(Violation("answers-match", f"{entry.inv} answered with {key}'s result"))
             elif by != entry.inv and durable.get(key) != by:
@@ -202,6 +213,33 @@ def outbox_published(history: History) -> list[Violation]:
     return out
 
 
+def durable_claim_kept(history: History) -> list[Violation]:
+    """A durable execution's claim is released only by an invocation that failed the execution
+    (its handler raised an `Exception`), never by one that suspended or succeeded: the claim
+    lives as long as the execution (DESIGN section 13)."""
+    executions: dict[str, str] = {}  # owner token -> execution
+    ends = {e.inv: e.data["status"] for e in history.of("durable-end")}
+    out = []
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("execution") and entry.data.get("owner"):
+            executions[entry.data["owner"]] = entry.data["execution"]
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            execution = executions.get(write.owner or "")
+            if write.op != "release" or execution is None:
+                continue
+            if ends.get(entry.inv) in ("suspended", "succeeded"):
+                out.append(
+                    Violation(
+                        "durable-claim-kept",
+                        f"{entry.inv} released {execution}'s claim of "
+                        f"{history.key_label(write.key)} and the execution went on "
+                        f"({ends[entry.inv]})",
+                    )
+                )
+    return out
+
+
 def lanes_in_order(history: History) -> list[Violation]:
     """In an ordered source, a record's body runs only after every earlier record of its lane
     ran and returned (in this delivery or an earlier one)."""
@@ -262,6 +300,7 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     answers_match,
     batch_done_durable,
     outbox_published,
+    durable_claim_kept,
     lanes_in_order,
     all_records_done,
 )

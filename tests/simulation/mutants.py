@@ -107,6 +107,14 @@ MUTANTS = (
         "lease_cutoff_ms=now + 30_000,",
     ),
     Mutant(
+        "suspension-releases",
+        "a durable execution's claim released when its invocation suspends (a wait, a step's "
+        "retry), so another execution of the payload runs it meanwhile",
+        "_durable_context.py",
+        "    return not ends_execution(error, context)",
+        "    return is_suspension(error)",
+    ),
+    Mutant(
         "publisher-skips-inserts",
         "the publisher skips the new items it should publish",
         "outbox/_publisher.py",

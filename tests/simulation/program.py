@@ -36,7 +36,11 @@ OPERATIONS = {
     "call": ("claim", "complete", "TransactWriteItems", "GetItem", "release"),
     "publish": ("BatchGetItem", "UpdateItem", "PutEvents"),
     "consume": ("PutItem", "GetItem"),
+    "durable": ("claim", "complete", "GetItem", "release"),
 }
+#: The sweep's seeds from here on draw the durable workload (`generate`), so that adding it
+#: changed no other seed's program.
+DURABLE_FIRST = 1_000_001
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,28 @@ class Call:
 
 
 @dataclass(frozen=True)
+class DCall:
+    """The service invokes durable execution ``execution`` (of the payload ``key``): its first
+    invocation, or a replay. Its handler runs a durable step (the body: ``body_ms``, may crash
+    or raise) and, with ``wait``, a durable wait that suspends the first time."""
+
+    env: int
+    execution: str
+    key: str
+    body_ms: int = 0
+    crash_body: bool = False
+    faults: tuple[Fault, ...] = ()
+    fail_body: bool = False
+    wait: bool = False
+
+    def __str__(self) -> str:
+        crash = 0 if self.crash_body else None
+        text = f"durable {self.execution} {self.key} "
+        text += _step("", self.env, self.faults, self.body_ms, crash, None)
+        return text + (" fail-in-step" if self.fail_body else "") + (" wait" if self.wait else "")
+
+
+@dataclass(frozen=True)
 class Publish:
     """The table stream's poller hands the publisher what passed the documented filter."""
 
@@ -131,7 +157,7 @@ class Tick:
         return f"tick {self.ms}ms"
 
 
-Step = Poll | Call | Publish | Consume | Tick
+Step = Poll | Call | DCall | Publish | Consume | Tick
 
 
 def _step(
@@ -204,6 +230,8 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
     rng = random.Random(seed)
+    if workload is None and seed >= DURABLE_FIRST:
+        workload = "durable"
     workload = workload or rng.choice(WORKLOADS)
     client = rng.choice(CLIENTS)
     # The edge: just more lease than the library needs to group a completion.
@@ -216,12 +244,12 @@ def generate(seed: int, workload: str | None = None) -> Program:
         client=client,
         timeout_ms=timeout_ms,
         skews=skews,
-        keys=rng.randint(1, 3) if workload == "outbox" else rng.randint(1, 5),
+        keys=rng.randint(1, 3) if workload != "batch" else rng.randint(1, 5),
         expires_s=rng.choice((60, 600, 3600)),
         source=rng.choice(SOURCES),
         lanes=rng.randint(1, 2),
     )
-    draw = _SQS if workload == "batch" else _OUTBOX
+    draw = _DRAWS[workload]
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
@@ -243,7 +271,7 @@ def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tu
             ms = rng.choice(
                 (rng.randint(1, 3_000), setup.timeout_ms // 2, rng.randint(1, setup.timeout_ms))
             )
-        draw = _SQS if setup.workload == "batch" else _OUTBOX
+        draw = _DRAWS[setup.workload]
         during: tuple[Step, ...] = ()
         if depth < 1 and rng.random() < 0.6:
             during = tuple(draw(rng, setup, depth + 1) for _ in range(rng.randint(1, 2)))
@@ -318,3 +346,27 @@ def _OUTBOX(rng: random.Random, setup: Setup, depth: int) -> Step:
     if depth == 0 and rng.random() < 0.15:
         return _race(rng, setup, step, Call(env=rng.randint(0, 2), key=key))
     return step
+
+
+def _DURABLE(rng: random.Random, setup: Setup, depth: int) -> Step:
+    if rng.random() < 0.25:
+        return _tick(rng, setup)
+    key = f"k{rng.randint(1, setup.keys)}"
+    execution = f"e{rng.randint(1, 2)}{key}"  # two executions of each payload
+    step = DCall(
+        env=rng.randint(0, 2),
+        execution=execution,
+        key=key,
+        body_ms=_body_ms(rng, setup),
+        crash_body=rng.random() < 0.1,
+        faults=_faults(rng, setup, depth, "durable"),
+        fail_body=rng.random() < 0.15,
+        wait=rng.random() < 0.5,
+    )
+    if depth == 0 and rng.random() < 0.15:
+        other = f"e{3 - int(execution[1])}{key}"
+        return _race(rng, setup, step, DCall(env=rng.randint(0, 2), execution=other, key=key))
+    return step
+
+
+_DRAWS = {"batch": _SQS, "outbox": _OUTBOX, "durable": _DURABLE}

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idempotent_lambda import IdempotencyConfig
+from idempotent_lambda._durable_context import DURABLE_LEASE_SECONDS
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from idempotent_lambda.transaction import running_transaction
 from tests.simulation import network
+from tests.simulation.durable_side import Durable
 from tests.simulation.history import History
 from tests.simulation.network import Crash
 from tests.simulation.outbox_side import Outbox
@@ -26,6 +28,7 @@ from tests.simulation.program import (
     START_MS,
     Call,
     Consume,
+    DCall,
     Fault,
     Poll,
     Program,
@@ -87,6 +90,7 @@ class World:
         create_idempotency_table(self.observer, table_name=self.table)
         self.outbox = Outbox(self)
         self.wire = Wire(self)
+        self.durable = Durable(self)
         if self.setup.workload == "outbox":
             self.observer.update_table(
                 TableName=self.table,
@@ -137,6 +141,8 @@ class World:
             self.poll(step)
         elif isinstance(step, Call):
             self.outbox.call(step)
+        elif isinstance(step, DCall):
+            self.durable.call(step)
         elif isinstance(step, Publish):
             self.outbox.publish(step.env, step.faults)
         elif isinstance(step, Consume):
@@ -149,6 +155,8 @@ class World:
             self.advance(self.setup.timeout_ms + 2_000)
             if self.setup.workload == "batch":
                 self.poll(Poll(env=0))
+            elif self.setup.workload == "durable":
+                self.durable.drain()
             else:
                 outbox = self.outbox
                 outbox.read_stream()
@@ -241,9 +249,16 @@ class World:
     # --- a body run ---
 
     def body_ran(
-        self, inv: Invocation, hint: str, crash: bool, body_ms: int, lane: str | None = None
+        self,
+        inv: Invocation,
+        hint: str,
+        crash: bool,
+        body_ms: int,
+        lane: str | None = None,
+        execution: str | None = None,
     ) -> None:
-        """Record the run of a body (its key, owner and lease, read from the table)."""
+        """Record the run of a body (its key, owner and lease, read from the table); a durable
+        execution's claim (``execution``) lasts as long as the execution may."""
         if inv.dead:
             raise Crash("dead invocation")
         transaction = running_transaction()
@@ -262,9 +277,12 @@ class World:
             key=key,
             owner=owner,
             lease=int(lease) if lease else None,
-            deadline_ms=inv.deadline_ms,
+            deadline_ms=inv.deadline_ms
+            if execution is None
+            else self.clock.now_ms() + DURABLE_LEASE_SECONDS * 1000,
             hint=hint,
             lane=lane,
+            execution=execution,
         )
         if body_ms:
             self.advance(body_ms)
