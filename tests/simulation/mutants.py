@@ -115,6 +115,29 @@ MUTANTS = (
         "    return is_suspension(error)",
     ),
     Mutant(
+        "step-key-without-execution",
+        "a durable step's key leaves out its execution: another execution of the payload "
+        "replays the first one's step",
+        "durable.py",
+        'material = {"execution": run.arn, "scope": scope, "step": name, "turn": turn}',
+        'material = {"scope": scope, "step": name, "turn": turn}',
+    ),
+    Mutant(
+        "durable-owner-per-invocation",
+        "a durable handler's claim owned by the invocation, not the execution: a replay meets "
+        "its own execution's claim as another's",
+        "_engine.py",
+        "            owner=durable.owner,\n",
+        "",
+    ),
+    Mutant(
+        "memory-owner-fence",
+        "the in-memory store completes and releases a record whoever owns it",
+        "persistence/in_memory.py",
+        "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
+        "entry[0].status is Status.IN_PROGRESS",
+    ),
+    Mutant(
         "publisher-skips-inserts",
         "the publisher skips the new items it should publish",
         "outbox/_publisher.py",

@@ -41,6 +41,8 @@ OPERATIONS = {
 #: The sweep's seeds from here on draw the durable workload (`generate`), so that adding it
 #: changed no other seed's program.
 DURABLE_FIRST = 1_000_001
+#: And the sweep's seeds from here on run the batch or durable workload on the in-memory store.
+MEMORY_FIRST = 2_000_001
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ class Setup:
     source: str = "sqs"
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
+    store: str = "dynamodb"  # or "memory" (`memory_side`)
 
     def __str__(self) -> str:
         what = self.workload
@@ -200,6 +203,8 @@ class Setup:
             what = f"batch source={self.source} lanes={self.lanes}"
         elif self.entry != "sync":
             what = f"{self.workload} entry={self.entry}"
+        if self.store != "dynamodb":
+            what = f"{what} store={self.store}"
         return (
             f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
@@ -229,6 +234,8 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= MEMORY_FIRST:
+        return _on_memory(seed, workload)
     rng = random.Random(seed)
     if workload is None and seed >= DURABLE_FIRST:
         workload = "durable"
@@ -254,6 +261,30 @@ def generate(seed: int, workload: str | None = None) -> Program:
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
     return Program(seed, setup, steps)
+
+
+def _on_memory(seed: int, workload: str | None) -> Program:
+    """A batch or durable program on the in-memory store: only Lambda's faults at a store
+    call (no network: no throttles, errors or lost replies)."""
+    workload = workload or random.Random(seed).choice(("batch", "durable"))
+    drawn = generate(seed - MEMORY_FIRST + 1, workload)
+    setup = replace(drawn.setup, store="memory")
+    return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _memory_step(step: Step) -> Step:
+    if isinstance(step, Tick):
+        return step
+    kept = {}
+    for fault in step.faults:
+        # A grouped completion is a BatchWriteItem on DynamoDB, a completion here.
+        at = fault.at.replace("BatchWriteItem", "complete").replace(
+            "TransactWriteItems", "complete"
+        )
+        if fault.kind in ("crash", "crash_applied", "hold") and at not in kept:
+            during = tuple(_memory_step(s) for s in fault.during)
+            kept[at] = replace(fault, at=at, during=during)
+    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
 def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tuple[Fault, ...]:

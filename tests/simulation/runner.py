@@ -15,6 +15,7 @@ from tests.simulation.checker import Violation, check
 from tests.simulation.history import History
 from tests.simulation.program import (
     DURABLE_FIRST,
+    MEMORY_FIRST,
     Call,
     Consume,
     DCall,
@@ -28,8 +29,13 @@ from tests.simulation.program import (
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-#: Seeds 1-100 draw the batch and outbox workloads, the rest the durable one.
-SWEEP_SEEDS = [*range(1, 101), *range(DURABLE_FIRST, DURABLE_FIRST + 40)]
+#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 30
+#: the batch or durable workload on the in-memory store.
+SWEEP_SEEDS = [
+    *range(1, 101),
+    *range(DURABLE_FIRST, DURABLE_FIRST + 40),
+    *range(MEMORY_FIRST, MEMORY_FIRST + 30),
+]
 
 
 @dataclass

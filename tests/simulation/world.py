@@ -22,6 +22,7 @@ from idempotent_lambda.transaction import running_transaction
 from tests.simulation import network
 from tests.simulation.durable_side import Durable
 from tests.simulation.history import History
+from tests.simulation.memory_side import RecordingMemoryStore
 from tests.simulation.network import Crash
 from tests.simulation.outbox_side import Outbox
 from tests.simulation.program import (
@@ -71,7 +72,7 @@ class Env:
     """One execution environment (warm between its invocations): its clock and handlers."""
 
     clock: SkewedClock
-    store: DynamoDBPersistenceLayer
+    store: DynamoDBPersistenceLayer | RecordingMemoryStore
     settings: str
     handlers: dict[str, Any] = field(default_factory=dict)
 
@@ -103,6 +104,7 @@ class World:
         schema_store = DynamoDBPersistenceLayer(self.table, boto3_client=self.observer)
         self.schema = schema_store.with_record_format(self.setup.record_format)._schema
         self.envs: dict[int, Env] = {}
+        self.memory = RecordingMemoryStore(self) if self.setup.store == "memory" else None
         self.stack: list[Invocation] = []
         self.counter = 0
         self.source = Source(
@@ -175,7 +177,9 @@ class World:
             skew = self.setup.skews[number % len(self.setup.skews)]
             clock = SkewedClock(self.clock, skew)
             ddb = network.client("dynamodb", self.endpoint, self.setup.client, number)
-            store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
+            store = self.memory or DynamoDBPersistenceLayer(
+                self.table, boto3_client=ddb, clock=clock
+            )
             self.envs[number] = Env(clock, store, self.setup.client)
         return self.envs[number]
 
