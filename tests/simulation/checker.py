@@ -75,7 +75,8 @@ def reruns_explained(history: History) -> list[Violation]:
         key = entry.data.get("key")
         if key is None:
             continue
-        for earlier in runs.get(key, []):
+        group = entry.data.get("group") or key  # a durable step: its place in the execution
+        for earlier in runs.get(group, []):
             if entry.data.get("execution") and earlier.data.get("owner") == entry.data["owner"]:
                 continue  # an execution's replay runs its handler again under its own claim
             reason = _explained(earlier, entry, completions, releases)
@@ -87,7 +88,7 @@ def reruns_explained(history: History) -> list[Violation]:
                         f"while {earlier.inv}'s run {reason}",
                     )
                 )
-        runs.setdefault(key, []).append(entry)
+        runs.setdefault(group, []).append(entry)
     return out
 
 
@@ -240,6 +241,35 @@ def durable_claim_kept(history: History) -> list[Violation]:
     return out
 
 
+def durable_replay_goes_on(history: History) -> list[Violation]:
+    """A replay of a durable execution meets its own claim and goes on: it is never refused
+    as in progress while the execution's own claim holds the key."""
+    owners: dict[str, set[str]] = {}  # execution -> the owner tokens of its handler's runs
+    items: dict[str, dict[str, object] | None] = {}  # key -> its item after the last write
+    keys: dict[str, str] = {}  # execution -> its handler's key
+    out = []
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("execution") and entry.data.get("owner"):
+            owners.setdefault(entry.data["execution"], set()).add(entry.data["owner"])
+            keys[entry.data["execution"]] = entry.data["key"]
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            items[write.key] = write.after
+        elif entry.kind == "error" and entry.text == "IdempotencyAlreadyInProgressError":
+            execution = entry.data.get("execution")
+            key = keys.get(execution or "")
+            holder = _owner(items.get(key or ""))
+            if holder is not None and holder in owners.get(execution or "", set()):
+                out.append(
+                    Violation(
+                        "durable-replay-goes-on",
+                        f"{entry.inv}, a replay of {execution}, was refused by its own "
+                        f"execution's claim of {history.key_label(key or '')}",
+                    )
+                )
+    return out
+
+
 def lanes_in_order(history: History) -> list[Violation]:
     """In an ordered source, a record's body runs only after every earlier record of its lane
     ran and returned (in this delivery or an earlier one)."""
@@ -301,6 +331,7 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     batch_done_durable,
     outbox_published,
     durable_claim_kept,
+    durable_replay_goes_on,
     lanes_in_order,
     all_records_done,
 )

@@ -106,16 +106,16 @@ class Durable:
             plan = inv.plan
             assert isinstance(plan, DCall)
             hint = f"{plan.key}.charge@{plan.execution}"
-            world.body_ran(inv, hint, plan.crash_body, plan.body_ms)
+            world.body_ran(inv, hint, plan.crash_body, plan.body_ms, group=hint)
             if plan.fail_body:
                 world.history.add(world.clock.now_ms(), inv.name, "fail", "the step raises")
                 raise RuntimeError("the step failed, as planned")
             return {"charged_by": inv.name}
 
-        @idempotent(persistence_store=env.store, config=world.config(event_key_jmespath="k"))
         def on_order(event: dict[str, Any], context: StandInContext) -> dict[str, Any]:
             inv = world.stack[-1]
-            world.body_ran(inv, event["k"], False, 0, execution=event["execution"])
+            if world.setup.outer:
+                world.body_ran(inv, event["k"], False, 0, execution=event["execution"])
             charged = durable.step(
                 context, charge, name="charge", persistence_store=env.store, config=world.config()
             )
@@ -128,8 +128,12 @@ class Durable:
                 "charged_by": charged["charged_by"],
             }
 
-        env.handlers["durable"] = on_order
-        return on_order
+        handler = on_order
+        if world.setup.outer:
+            config = world.config(event_key_jmespath="k")
+            handler = idempotent(persistence_store=env.store, config=config)(on_order)
+        env.handlers["durable"] = handler
+        return handler
 
     def call(self, step: DCall) -> None:
         """The service invokes execution ``step.execution`` (first run, replay or retry)."""
@@ -183,7 +187,13 @@ class Durable:
         except Exception as exc:
             if inv.dead:
                 return "died", None
-            self.w.history.add(self.w.clock.now_ms(), inv.name, "error", type(exc).__name__)
+            self.w.history.add(
+                self.w.clock.now_ms(),
+                inv.name,
+                "error",
+                type(exc).__name__,
+                execution=event["execution"],
+            )
             return "failed", None
         finally:
             self.w.leave(inv)

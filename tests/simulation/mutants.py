@@ -115,12 +115,12 @@ MUTANTS = (
         "    return is_suspension(error)",
     ),
     Mutant(
-        "step-key-without-execution",
-        "a durable step's key leaves out its execution: another execution of the payload "
-        "replays the first one's step",
+        "scope-not-checkpointed",
+        "a durable step's scope drawn again in every invocation instead of checkpointed: a "
+        "replay of an unfinished step gets another key and runs its side effect again",
         "durable.py",
-        'material = {"execution": run.arn, "scope": scope, "step": name, "turn": turn}',
-        'material = {"scope": scope, "step": name, "turn": turn}',
+        "scope: str = context.step(_draw_scope, name=SCOPE_STEP_NAME)",
+        "scope: str = _draw_scope(None)",
     ),
     Mutant(
         "durable-owner-per-invocation",

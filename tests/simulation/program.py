@@ -196,6 +196,7 @@ class Setup:
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
     store: str = "dynamodb"  # or "memory" (`memory_side`)
+    outer: bool = True  # durable: the handler is decorated with `idempotent` too
 
     def __str__(self) -> str:
         what = self.workload
@@ -203,6 +204,8 @@ class Setup:
             what = f"batch source={self.source} lanes={self.lanes}"
         elif self.entry != "sync":
             what = f"{self.workload} entry={self.entry}"
+        if self.workload == "durable" and not self.outer:
+            what = f"{what} steps-only"
         if self.store != "dynamodb":
             what = f"{what} store={self.store}"
         return (
@@ -260,6 +263,8 @@ def generate(seed: int, workload: str | None = None) -> Program:
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
+    if workload == "durable":  # a third of the handlers run their step alone
+        setup = replace(setup, outer=random.Random(seed + 2_000_003).random() >= 1 / 3)
     return Program(seed, setup, steps)
 
 

@@ -260,9 +260,11 @@ class World:
         body_ms: int,
         lane: str | None = None,
         execution: str | None = None,
+        group: str | None = None,
     ) -> None:
         """Record the run of a body (its key, owner and lease, read from the table); a durable
-        execution's claim (``execution``) lasts as long as the execution may."""
+        execution's claim (``execution``) lasts as long as the execution may. Runs of one ``group``
+        (a durable step's place in its execution) are checked as runs of one key."""
         if inv.dead:
             raise Crash("dead invocation")
         transaction = running_transaction()
@@ -287,6 +289,7 @@ class World:
             hint=hint,
             lane=lane,
             execution=execution,
+            group=group,
         )
         if body_ms:
             self.advance(body_ms)
