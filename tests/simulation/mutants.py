@@ -131,11 +131,11 @@ MUTANTS = (
         "",
     ),
     Mutant(
-        "memory-owner-fence",
-        "the in-memory store completes and releases a record whoever owns it",
+        "memory-claim-unconditional",
+        "the in-memory store's claim wins over a live record",
         "persistence/in_memory.py",
-        "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
-        "entry[0].status is Status.IN_PROGRESS",
+        "if not claim_allowed(existing, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms):",
+        "if False:",
     ),
     Mutant(
         "publisher-skips-inserts",
@@ -154,6 +154,15 @@ NOT_CAUGHT = (
         "persistence/dynamodb/_outbox.py",
         '"attribute_exists(#key) AND attribute_not_exists(#published)"',
         '"attribute_exists(#key) OR attribute_not_exists(#key)"',
+    ),
+    Mutant(
+        "memory-owner-fence",
+        "the in-memory store completes and releases a record whoever owns it: no write of its "
+        "lands after its writer's end (no network; Lambda ends a paused process at its "
+        "deadline), so a stale owner never writes",
+        "persistence/in_memory.py",
+        "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
+        "entry[0].status is Status.IN_PROGRESS",
     ),
 )
 
