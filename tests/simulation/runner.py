@@ -29,12 +29,12 @@ from tests.simulation.program import (
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 30
+#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 100
 #: the batch or durable workload on the in-memory store.
 SWEEP_SEEDS = [
     *range(1, 101),
     *range(DURABLE_FIRST, DURABLE_FIRST + 40),
-    *range(MEMORY_FIRST, MEMORY_FIRST + 30),
+    *range(MEMORY_FIRST, MEMORY_FIRST + 100),
 ]
 
 

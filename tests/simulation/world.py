@@ -105,6 +105,7 @@ class World:
         self.schema = schema_store.with_record_format(self.setup.record_format)._schema
         self.envs: dict[int, Env] = {}
         self.memory = RecordingMemoryStore(self) if self.setup.store == "memory" else None
+        self.memory_handlers: dict[str, Any] = {}
         self.stack: list[Invocation] = []
         self.counter = 0
         self.source = Source(
@@ -177,10 +178,14 @@ class World:
             skew = self.setup.skews[number % len(self.setup.skews)]
             clock = SkewedClock(self.clock, skew)
             ddb = network.client("dynamodb", self.endpoint, self.setup.client, number)
-            store = self.memory or DynamoDBPersistenceLayer(
-                self.table, boto3_client=ddb, clock=clock
-            )
+            store: DynamoDBPersistenceLayer | RecordingMemoryStore
+            if self.memory is not None:  # one store: it has a length, so test it with `is`
+                store = self.memory
+            else:
+                store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
             self.envs[number] = Env(clock, store, self.setup.client)
+            if self.memory is not None:  # one store, one handler (its key prefix is reserved)
+                self.envs[number].handlers = self.memory_handlers
         return self.envs[number]
 
     def invoke(self, kind: str, env: int, faults: tuple[Fault, ...]) -> Invocation:
