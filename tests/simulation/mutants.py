@@ -221,7 +221,7 @@ def main(argv: list[str]) -> int:
     for mutant in chosen:
         found = caught(baseline, sweep_in_copy(mutant, baseline))
         verdict = f"CAUGHT ({len(found)}: {', '.join(found[:3])})" if found else "MISSED"
-        print(f"{mutant.name:<26} {verdict}\n    {mutant.what}", flush=True)
+        print(f"{mutant.name:<30} {verdict}\n    {mutant.what}", flush=True)
         if not found:
             missed.append(mutant.name)
     minutes = (time.monotonic() - started) / 60
