@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--soak", action="store_true", help="run seeds past the sweep's")
     parser.add_argument("--seeds", type=int, default=0, help="soak: how many seeds")
     parser.add_argument("--minutes", type=float, default=0, help="soak: for how long")
-    parser.add_argument("--first", type=int, default=SWEEP_SEEDS.stop, help="soak: first seed")
+    parser.add_argument("--first", type=int, default=101, help="soak: first seed")
     parser.add_argument(
         "--json", action="store_true", help="print only {seed: [invariants]} of the failures"
     )
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from idempotent_lambda.testing import local_dynamodb
 
     if args.seed is not None:
-        seeds: range = range(args.seed, args.seed + 1)
+        seeds: range | list[int] = range(args.seed, args.seed + 1)
     elif args.sweep:
         seeds = SWEEP_SEEDS
     else:

@@ -75,7 +75,10 @@ def reruns_explained(history: History) -> list[Violation]:
         key = entry.data.get("key")
         if key is None:
             continue
-        for earlier in runs.get(key, []):
+        group = entry.data.get("group") or key  # a durable step: its place in the execution
+        for earlier in runs.get(group, []):
+            if entry.data.get("execution") and earlier.data.get("owner") == entry.data["owner"]:
+                continue  # an execution's replay runs its handler again under its own claim
             reason = _explained(earlier, entry, completions, releases)
             if reason is not None:
                 out.append(
@@ -85,7 +88,7 @@ def reruns_explained(history: History) -> list[Violation]:
                         f"while {earlier.inv}'s run {reason}",
                     )
                 )
-        runs.setdefault(key, []).append(entry)
+        runs.setdefault(group, []).append(entry)
     return out
 
 
@@ -126,6 +129,15 @@ def answers_match(history: History) -> list[Violation]:
                 )
         elif entry.kind == "answer" and "inv" in entry.data and "k" in entry.data:
             key, by = entry.data["k"], entry.data["inv"]
+            step, charged_by = entry.data.get("step"), entry.data.get("charged_by")
+            if step is not None and durable.get(step) != charged_by:
+                out.append(
+                    Violation(
+                        "answers-match",
+                        f"{entry.inv}'s answer carries {charged_by}'s result of {step}, whose "
+                        f"current completed run is {durable.get(step)}",
+                    )
+                )
             if entry.data.get("key") != key:
                 out.append(Violation("answers-match", f"{entry.inv} answered with {key}'s result"))
             elif by != entry.inv and durable.get(key) != by:
@@ -202,6 +214,62 @@ def outbox_published(history: History) -> list[Violation]:
     return out
 
 
+def durable_claim_kept(history: History) -> list[Violation]:
+    """A durable execution's claim is released only by an invocation that failed the execution
+    (its handler raised an `Exception`), never by one that suspended or succeeded: the claim
+    lives as long as the execution (DESIGN section 13)."""
+    executions: dict[str, str] = {}  # owner token -> execution
+    ends = {e.inv: e.data["status"] for e in history.of("durable-end")}
+    out = []
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("execution") and entry.data.get("owner"):
+            executions[entry.data["owner"]] = entry.data["execution"]
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            execution = executions.get(write.owner or "")
+            if write.op != "release" or execution is None:
+                continue
+            if ends.get(entry.inv) in ("suspended", "succeeded"):
+                out.append(
+                    Violation(
+                        "durable-claim-kept",
+                        f"{entry.inv} released {execution}'s claim of "
+                        f"{history.key_label(write.key)} and the execution went on "
+                        f"({ends[entry.inv]})",
+                    )
+                )
+    return out
+
+
+def durable_replay_goes_on(history: History) -> list[Violation]:
+    """A replay of a durable execution meets its own claim and goes on: it is never refused
+    as in progress while the execution's own claim holds the key."""
+    owners: dict[str, set[str]] = {}  # execution -> the owner tokens of its handler's runs
+    items: dict[str, dict[str, object] | None] = {}  # key -> its item after the last write
+    keys: dict[str, str] = {}  # execution -> its handler's key
+    out = []
+    for entry in history.entries:
+        if entry.kind == "run" and entry.data.get("execution") and entry.data.get("owner"):
+            owners.setdefault(entry.data["execution"], set()).add(entry.data["owner"])
+            keys[entry.data["execution"]] = entry.data["key"]
+        elif entry.kind == "applied":
+            write: Write = entry.data["write"]
+            items[write.key] = write.after
+        elif entry.kind == "error" and entry.text == "IdempotencyAlreadyInProgressError":
+            execution = entry.data.get("execution")
+            key = keys.get(execution or "")
+            holder = _owner(items.get(key or ""))
+            if holder is not None and holder in owners.get(execution or "", set()):
+                out.append(
+                    Violation(
+                        "durable-replay-goes-on",
+                        f"{entry.inv}, a replay of {execution}, was refused by its own "
+                        f"execution's claim of {history.key_label(key or '')}",
+                    )
+                )
+    return out
+
+
 def lanes_in_order(history: History) -> list[Violation]:
     """In an ordered source, a record's body runs only after every earlier record of its lane
     ran and returned (in this delivery or an earlier one)."""
@@ -262,6 +330,8 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     answers_match,
     batch_done_durable,
     outbox_published,
+    durable_claim_kept,
+    durable_replay_goes_on,
     lanes_in_order,
     all_records_done,
 )

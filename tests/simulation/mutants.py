@@ -107,6 +107,37 @@ MUTANTS = (
         "lease_cutoff_ms=now + 30_000,",
     ),
     Mutant(
+        "suspension-releases",
+        "a durable execution's claim released when its invocation suspends (a wait, a step's "
+        "retry), so another execution of the payload runs it meanwhile",
+        "_durable_context.py",
+        "    return not ends_execution(error, context)",
+        "    return is_suspension(error)",
+    ),
+    Mutant(
+        "scope-not-checkpointed",
+        "a durable step's scope drawn again in every invocation instead of checkpointed: a "
+        "replay of an unfinished step gets another key and runs its side effect again",
+        "durable.py",
+        "scope: str = context.step(_draw_scope, name=SCOPE_STEP_NAME)",
+        "scope: str = _draw_scope(None)",
+    ),
+    Mutant(
+        "durable-owner-per-invocation",
+        "a durable handler's claim owned by the invocation, not the execution: a replay meets "
+        "its own execution's claim as another's",
+        "_engine.py",
+        "            owner=durable.owner,\n",
+        "",
+    ),
+    Mutant(
+        "memory-claim-unconditional",
+        "the in-memory store's claim wins over a live record",
+        "persistence/in_memory.py",
+        "if not claim_allowed(existing, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms):",
+        "if False:",
+    ),
+    Mutant(
         "publisher-skips-inserts",
         "the publisher skips the new items it should publish",
         "outbox/_publisher.py",
@@ -123,6 +154,15 @@ NOT_CAUGHT = (
         "persistence/dynamodb/_outbox.py",
         '"attribute_exists(#key) AND attribute_not_exists(#published)"',
         '"attribute_exists(#key) OR attribute_not_exists(#key)"',
+    ),
+    Mutant(
+        "memory-owner-fence",
+        "the in-memory store completes and releases a record whoever owns it: no write of its "
+        "lands after its writer's end (no network; Lambda ends a paused process at its "
+        "deadline), so a stale owner never writes",
+        "persistence/in_memory.py",
+        "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
+        "entry[0].status is Status.IN_PROGRESS",
     ),
 )
 
@@ -181,7 +221,7 @@ def main(argv: list[str]) -> int:
     for mutant in chosen:
         found = caught(baseline, sweep_in_copy(mutant, baseline))
         verdict = f"CAUGHT ({len(found)}: {', '.join(found[:3])})" if found else "MISSED"
-        print(f"{mutant.name:<26} {verdict}\n    {mutant.what}", flush=True)
+        print(f"{mutant.name:<30} {verdict}\n    {mutant.what}", flush=True)
         if not found:
             missed.append(mutant.name)
     minutes = (time.monotonic() - started) / 60

@@ -36,7 +36,13 @@ OPERATIONS = {
     "call": ("claim", "complete", "TransactWriteItems", "GetItem", "release"),
     "publish": ("BatchGetItem", "UpdateItem", "PutEvents"),
     "consume": ("PutItem", "GetItem"),
+    "durable": ("claim", "complete", "GetItem", "release"),
 }
+#: The sweep's seeds from here on draw the durable workload (`generate`), so that adding it
+#: changed no other seed's program.
+DURABLE_FIRST = 1_000_001
+#: And the sweep's seeds from here on run the batch or durable workload on the in-memory store.
+MEMORY_FIRST = 2_000_001
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,28 @@ class Call:
 
 
 @dataclass(frozen=True)
+class DCall:
+    """The service invokes durable execution ``execution`` (of the payload ``key``): its first
+    invocation, or a replay. Its handler runs a durable step (the body: ``body_ms``, may crash
+    or raise) and, with ``wait``, a durable wait that suspends the first time."""
+
+    env: int
+    execution: str
+    key: str
+    body_ms: int = 0
+    crash_body: bool = False
+    faults: tuple[Fault, ...] = ()
+    fail_body: bool = False
+    wait: bool = False
+
+    def __str__(self) -> str:
+        crash = 0 if self.crash_body else None
+        text = f"durable {self.execution} {self.key} "
+        text += _step("", self.env, self.faults, self.body_ms, crash, None)
+        return text + (" fail-in-step" if self.fail_body else "") + (" wait" if self.wait else "")
+
+
+@dataclass(frozen=True)
 class Publish:
     """The table stream's poller hands the publisher what passed the documented filter."""
 
@@ -131,7 +159,7 @@ class Tick:
         return f"tick {self.ms}ms"
 
 
-Step = Poll | Call | Publish | Consume | Tick
+Step = Poll | Call | DCall | Publish | Consume | Tick
 
 
 def _step(
@@ -167,6 +195,8 @@ class Setup:
     source: str = "sqs"
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
+    store: str = "dynamodb"  # or "memory" (`memory_side`)
+    outer: bool = True  # durable: the handler is decorated with `idempotent` too
 
     def __str__(self) -> str:
         what = self.workload
@@ -174,6 +204,10 @@ class Setup:
             what = f"batch source={self.source} lanes={self.lanes}"
         elif self.entry != "sync":
             what = f"{self.workload} entry={self.entry}"
+        if self.workload == "durable" and not self.outer:
+            what = f"{what} steps-only"
+        if self.store != "dynamodb":
+            what = f"{what} store={self.store}"
         return (
             f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
@@ -203,7 +237,11 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= MEMORY_FIRST:
+        return _on_memory(seed, workload)
     rng = random.Random(seed)
+    if workload is None and seed >= DURABLE_FIRST:
+        workload = "durable"
     workload = workload or rng.choice(WORKLOADS)
     client = rng.choice(CLIENTS)
     # The edge: just more lease than the library needs to group a completion.
@@ -216,16 +254,42 @@ def generate(seed: int, workload: str | None = None) -> Program:
         client=client,
         timeout_ms=timeout_ms,
         skews=skews,
-        keys=rng.randint(1, 3) if workload == "outbox" else rng.randint(1, 5),
+        keys=rng.randint(1, 3) if workload != "batch" else rng.randint(1, 5),
         expires_s=rng.choice((60, 600, 3600)),
         source=rng.choice(SOURCES),
         lanes=rng.randint(1, 2),
     )
-    draw = _SQS if workload == "batch" else _OUTBOX
+    draw = _DRAWS[workload]
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
+    if workload == "durable":  # a third of the handlers run their step alone
+        setup = replace(setup, outer=random.Random(seed + 2_000_003).random() >= 1 / 3)
     return Program(seed, setup, steps)
+
+
+def _on_memory(seed: int, workload: str | None) -> Program:
+    """A batch or durable program on the in-memory store: only Lambda's faults at a store
+    call (no network: no throttles, errors or lost replies)."""
+    workload = workload or random.Random(seed).choice(("batch", "durable"))
+    drawn = generate(seed - MEMORY_FIRST + 1, workload)
+    setup = replace(drawn.setup, store="memory")
+    return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _memory_step(step: Step) -> Step:
+    if isinstance(step, Tick):
+        return step
+    kept = {}
+    for fault in step.faults:
+        # A grouped completion is a BatchWriteItem on DynamoDB, a completion here.
+        at = fault.at.replace("BatchWriteItem", "complete").replace(
+            "TransactWriteItems", "complete"
+        )
+        if fault.kind in ("crash", "crash_applied", "hold") and at not in kept:
+            during = tuple(_memory_step(s) for s in fault.during)
+            kept[at] = replace(fault, at=at, during=during)
+    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
 def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tuple[Fault, ...]:
@@ -243,7 +307,7 @@ def _faults(rng: random.Random, setup: Setup, depth: int, invocation: str) -> tu
             ms = rng.choice(
                 (rng.randint(1, 3_000), setup.timeout_ms // 2, rng.randint(1, setup.timeout_ms))
             )
-        draw = _SQS if setup.workload == "batch" else _OUTBOX
+        draw = _DRAWS[setup.workload]
         during: tuple[Step, ...] = ()
         if depth < 1 and rng.random() < 0.6:
             during = tuple(draw(rng, setup, depth + 1) for _ in range(rng.randint(1, 2)))
@@ -318,3 +382,27 @@ def _OUTBOX(rng: random.Random, setup: Setup, depth: int) -> Step:
     if depth == 0 and rng.random() < 0.15:
         return _race(rng, setup, step, Call(env=rng.randint(0, 2), key=key))
     return step
+
+
+def _DURABLE(rng: random.Random, setup: Setup, depth: int) -> Step:
+    if rng.random() < 0.25:
+        return _tick(rng, setup)
+    key = f"k{rng.randint(1, setup.keys)}"
+    execution = f"e{rng.randint(1, 2)}{key}"  # two executions of each payload
+    step = DCall(
+        env=rng.randint(0, 2),
+        execution=execution,
+        key=key,
+        body_ms=_body_ms(rng, setup),
+        crash_body=rng.random() < 0.1,
+        faults=_faults(rng, setup, depth, "durable"),
+        fail_body=rng.random() < 0.15,
+        wait=rng.random() < 0.5,
+    )
+    if depth == 0 and rng.random() < 0.15:
+        other = f"e{3 - int(execution[1])}{key}"
+        return _race(rng, setup, step, DCall(env=rng.randint(0, 2), execution=other, key=key))
+    return step
+
+
+_DRAWS = {"batch": _SQS, "outbox": _OUTBOX, "durable": _DURABLE}

@@ -13,11 +13,29 @@ from dataclasses import dataclass, replace
 
 from tests.simulation.checker import Violation, check
 from tests.simulation.history import History
-from tests.simulation.program import Call, Consume, Fault, Poll, Program, Publish, Step, generate
+from tests.simulation.program import (
+    DURABLE_FIRST,
+    MEMORY_FIRST,
+    Call,
+    Consume,
+    DCall,
+    Fault,
+    Poll,
+    Program,
+    Publish,
+    Step,
+    generate,
+)
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-SWEEP_SEEDS = range(1, 101)
+#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 100
+#: the batch or durable workload on the in-memory store.
+SWEEP_SEEDS = [
+    *range(1, 101),
+    *range(DURABLE_FIRST, DURABLE_FIRST + 40),
+    *range(MEMORY_FIRST, MEMORY_FIRST + 100),
+]
 
 
 @dataclass
@@ -82,7 +100,7 @@ def _smaller(steps: tuple[Step, ...]) -> Iterator[tuple[Step, ...]]:
 
 
 def _simpler_step(step: Step) -> Iterator[Step]:
-    if isinstance(step, (Poll, Call, Publish, Consume)):
+    if isinstance(step, (Poll, Call, DCall, Publish, Consume)):
         faults = step.faults
         for index in range(len(faults)):
             yield replace(step, faults=faults[:index] + faults[index + 1 :])  # type: ignore[arg-type]
@@ -90,17 +108,19 @@ def _simpler_step(step: Step) -> Iterator[Step]:
             for simpler in _simpler_fault(fault):
                 changed = (*faults[:index], simpler, *faults[index + 1 :])
                 yield replace(step, faults=changed)  # type: ignore[arg-type]
-        if isinstance(step, (Poll, Call)) and step.body_ms:
+        if isinstance(step, (Poll, Call, DCall)) and step.body_ms:
             yield replace(step, body_ms=0)
         if isinstance(step, Poll) and step.crash_body is not None:
             yield replace(step, crash_body=None)
         if isinstance(step, Poll) and step.fail_body is not None:
             yield replace(step, fail_body=None)
-        if isinstance(step, Call) and step.fail_body:
+        if isinstance(step, DCall) and step.wait:
+            yield replace(step, wait=False)
+        if isinstance(step, (Call, DCall)) and step.fail_body:
             yield replace(step, fail_body=False)
-        if isinstance(step, Call) and step.crash_body:
+        if isinstance(step, (Call, DCall)) and step.crash_body:
             yield replace(step, crash_body=False)
-        if isinstance(step, (Poll, Call, Publish, Consume)) and step.env:
+        if isinstance(step, (Poll, Call, DCall, Publish, Consume)) and step.env:
             yield replace(step, env=0)
     elif step.ms > 1:
         yield replace(step, ms=step.ms // 2)

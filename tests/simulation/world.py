@@ -14,18 +14,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idempotent_lambda import IdempotencyConfig
+from idempotent_lambda._durable_context import DURABLE_LEASE_SECONDS
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from idempotent_lambda.transaction import running_transaction
 from tests.simulation import network
+from tests.simulation.durable_side import Durable
 from tests.simulation.history import History
+from tests.simulation.memory_side import RecordingMemoryStore
 from tests.simulation.network import Crash
 from tests.simulation.outbox_side import Outbox
 from tests.simulation.program import (
     START_MS,
     Call,
     Consume,
+    DCall,
     Fault,
     Poll,
     Program,
@@ -68,7 +72,7 @@ class Env:
     """One execution environment (warm between its invocations): its clock and handlers."""
 
     clock: SkewedClock
-    store: DynamoDBPersistenceLayer
+    store: DynamoDBPersistenceLayer | RecordingMemoryStore
     settings: str
     handlers: dict[str, Any] = field(default_factory=dict)
 
@@ -87,6 +91,7 @@ class World:
         create_idempotency_table(self.observer, table_name=self.table)
         self.outbox = Outbox(self)
         self.wire = Wire(self)
+        self.durable = Durable(self)
         if self.setup.workload == "outbox":
             self.observer.update_table(
                 TableName=self.table,
@@ -99,6 +104,8 @@ class World:
         schema_store = DynamoDBPersistenceLayer(self.table, boto3_client=self.observer)
         self.schema = schema_store.with_record_format(self.setup.record_format)._schema
         self.envs: dict[int, Env] = {}
+        self.memory = RecordingMemoryStore(self) if self.setup.store == "memory" else None
+        self.memory_handlers: dict[str, Any] = {}
         self.stack: list[Invocation] = []
         self.counter = 0
         self.source = Source(
@@ -137,6 +144,8 @@ class World:
             self.poll(step)
         elif isinstance(step, Call):
             self.outbox.call(step)
+        elif isinstance(step, DCall):
+            self.durable.call(step)
         elif isinstance(step, Publish):
             self.outbox.publish(step.env, step.faults)
         elif isinstance(step, Consume):
@@ -149,6 +158,8 @@ class World:
             self.advance(self.setup.timeout_ms + 2_000)
             if self.setup.workload == "batch":
                 self.poll(Poll(env=0))
+            elif self.setup.workload == "durable":
+                self.durable.drain()
             else:
                 outbox = self.outbox
                 outbox.read_stream()
@@ -167,8 +178,14 @@ class World:
             skew = self.setup.skews[number % len(self.setup.skews)]
             clock = SkewedClock(self.clock, skew)
             ddb = network.client("dynamodb", self.endpoint, self.setup.client, number)
-            store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
+            store: DynamoDBPersistenceLayer | RecordingMemoryStore
+            if self.memory is not None:  # one store: it has a length, so test it with `is`
+                store = self.memory
+            else:
+                store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
             self.envs[number] = Env(clock, store, self.setup.client)
+            if self.memory is not None:  # one store, one handler (its key prefix is reserved)
+                self.envs[number].handlers = self.memory_handlers
         return self.envs[number]
 
     def invoke(self, kind: str, env: int, faults: tuple[Fault, ...]) -> Invocation:
@@ -241,9 +258,18 @@ class World:
     # --- a body run ---
 
     def body_ran(
-        self, inv: Invocation, hint: str, crash: bool, body_ms: int, lane: str | None = None
+        self,
+        inv: Invocation,
+        hint: str,
+        crash: bool,
+        body_ms: int,
+        lane: str | None = None,
+        execution: str | None = None,
+        group: str | None = None,
     ) -> None:
-        """Record the run of a body (its key, owner and lease, read from the table)."""
+        """Record the run of a body (its key, owner and lease, read from the table); a durable
+        execution's claim (``execution``) lasts as long as the execution may. Runs of one ``group``
+        (a durable step's place in its execution) are checked as runs of one key."""
         if inv.dead:
             raise Crash("dead invocation")
         transaction = running_transaction()
@@ -262,9 +288,13 @@ class World:
             key=key,
             owner=owner,
             lease=int(lease) if lease else None,
-            deadline_ms=inv.deadline_ms,
+            deadline_ms=inv.deadline_ms
+            if execution is None
+            else self.clock.now_ms() + DURABLE_LEASE_SECONDS * 1000,
             hint=hint,
             lane=lane,
+            execution=execution,
+            group=group,
         )
         if body_ms:
             self.advance(body_ms)
