@@ -33,9 +33,8 @@ from idempotent_lambda._durable_context import (
     leave_durable,
 )
 from idempotent_lambda._effects import RUN_BODY, Effect, Flow, Pause, StoreCall, run_async, run_sync
-from idempotent_lambda._identity import Invocation, key_source_of
+from idempotent_lambda._identity import Derive, Invocation, key_source_of
 from idempotent_lambda._lambda_context import (
-    LambdaContextLike,
     as_lambda_context,
     current_lambda_context,
     start_running,
@@ -72,13 +71,6 @@ from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
 T = TypeVar("T")
-
-Derive = Callable[[LambdaContextLike | None], Invocation | None]
-"""Computes one call's identity, given the context whose remaining time is the lease.
-
-None when the payload holds no key material; raises `IdempotencyKeyError` (or an adapter's own
-rejection) when the key cannot be read.
-"""
 
 #: A lease counts as passed only once it ended this long ago on the claimer's clock, so an
 #: instance whose clock runs ahead by up to this much cannot take over a live invocation.

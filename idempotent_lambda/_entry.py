@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import Derive, IdempotentFunction
+from idempotent_lambda._engine import IdempotentFunction
 from idempotent_lambda._grant import check_granted
+from idempotent_lambda._identity import Derive
 from idempotent_lambda._record_format import POWERTOOLS, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError

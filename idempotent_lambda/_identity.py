@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
@@ -58,6 +59,14 @@ class Invocation(NamedTuple):
     def expiry_seconds(self, now_ms: int, expires_after_seconds: int) -> int:
         """Return the record expiration for a write at ``now_ms``, never before the lease ends."""
         return max(now_ms // 1000 + expires_after_seconds, -(-self.lease_end_ms // 1000))
+
+
+Derive = Callable[[LambdaContextLike | None], Invocation | None]
+"""Computes one call's identity, given the context whose remaining time is the lease.
+
+None when the payload holds no key material; raises `IdempotencyKeyError` (or an adapter's own
+rejection) when the key cannot be read.
+"""
 
 
 def digest(config: IdempotencyConfig, value: Any) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +35,10 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer
 
-    from idempotent_lambda.outbox._event import OutboxEvent
-
 __all__ = [
-    "Publication",
     "current_traceparent",
     "event_parent",
+    "links_to_current",
     "outcome_attributes",
     "traced",
     "tracer",
@@ -129,7 +127,7 @@ def _spanned(
         f"idempotency {name}",
         context=parent,
         kind=trace.SpanKind.INTERNAL if parent is None else trace.SpanKind.CONSUMER,
-        links=None if parent is None else _links_to_current(),
+        links=None if parent is None else links_to_current(),
         attributes=attributes,
     )
     recorder = _Recorder(span)
@@ -263,7 +261,7 @@ def event_parent(payload: Any, attributes: dict[str, str] | None = None) -> Cont
             return None
     if not isinstance(detail, dict):
         return None
-    from idempotent_lambda.outbox._event import DETAIL_KEY
+    from idempotent_lambda._outbox_format import DETAIL_KEY
 
     outbox = detail.get(DETAIL_KEY)
     if not isinstance(outbox, dict) or not isinstance(outbox.get("traceparent"), str):
@@ -281,68 +279,9 @@ def event_parent(payload: Any, attributes: dict[str, str] | None = None) -> Cont
     return context
 
 
-def _links_to_current() -> list[Link]:
+def links_to_current() -> list[Link]:
     """Return a link to the current span (the invocation's), when there is a valid one."""
     from opentelemetry import trace
 
     current = trace.get_current_span().get_span_context()
     return [trace.Link(current)] if current.is_valid else []
-
-
-class Publication:
-    """The spans of one ``PutEvents`` round of the outbox publisher: one per event.
-
-    Each continues the trace its event was emitted in (the context `emit` stored) and links to
-    the publisher's own invocation (an event emitted untraced gets a span under the current
-    one); the event goes out carrying the publication span's context, so the consumer's span is
-    its child. Without a tracer nothing is made, and each event carries on the context it was
-    stored with.
-    """
-
-    def __init__(self, events: Sequence[OutboxEvent], bus: str | None) -> None:
-        self._spans: dict[str, Span] = {}
-        self._parents: dict[str, str] = {}
-        found = tracer()
-        if found is None:
-            return
-        from opentelemetry import trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        w3c = TraceContextTextMapPropagator()
-        links = _links_to_current()
-        for event in events:
-            emitted = event.trace_parent
-            span = found.start_span(
-                f"outbox publish {event.detail_type}",
-                context=None if emitted is None else w3c.extract({"traceparent": emitted}),
-                kind=trace.SpanKind.PRODUCER,
-                links=None if emitted is None else links,
-                attributes={
-                    "messaging.operation.type": "send",
-                    "messaging.operation.name": "PutEvents",
-                    "messaging.destination.name": event.event_bus_name or bus or "default",
-                    "messaging.message.id": event.event_id,
-                },
-            )
-            self._spans[event.event_id] = span
-            carrier: dict[str, str] = {}
-            w3c.inject(carrier, trace.set_span_in_context(span))
-            if "traceparent" in carrier:
-                self._parents[event.event_id] = carrier["traceparent"]
-
-    def traceparent(self, event: OutboxEvent) -> str | None:
-        """Return the context ``event`` goes out with: its publication's, else its own."""
-        return self._parents.get(event.event_id, event.trace_parent)
-
-    def end(self, errors: Mapping[str, str]) -> None:
-        """End every span; one whose event is in ``errors`` (id: error code) failed."""
-        if not self._spans:
-            return
-        from opentelemetry.trace import Status, StatusCode
-
-        for event_id, span in self._spans.items():
-            code = errors.get(event_id)
-            if code is not None:
-                span.set_attribute("error.type", code)
-                span.set_status(Status(StatusCode.ERROR, code))
-            span.end()

@@ -14,9 +14,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from idempotent_lambda._engine import Derive
 from idempotent_lambda._entry import Entry, Locate, keyword_only, locate_event, named_by, wrap
-from idempotent_lambda._identity import Invocation, derive_invocation
+from idempotent_lambda._identity import Derive, Invocation, derive_invocation
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda._setup import exposing
 from idempotent_lambda.config import IdempotencyConfig

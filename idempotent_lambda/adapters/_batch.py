@@ -36,9 +36,9 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from idempotent_lambda._effects import StoreCall, TrackedBody
-from idempotent_lambda._engine import Derive, idempotency_disabled
+from idempotent_lambda._engine import idempotency_disabled
 from idempotent_lambda._entry import Entry, is_async
-from idempotent_lambda._identity import Invocation, build_invocation
+from idempotent_lambda._identity import Derive, Invocation, build_invocation
 from idempotent_lambda._lambda_context import (
     LambdaContextLike,
     as_lambda_context,

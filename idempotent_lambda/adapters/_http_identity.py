@@ -32,8 +32,7 @@ from typing import Any
 import jmespath
 from jmespath.exceptions import JMESPathError
 
-from idempotent_lambda._engine import Derive
-from idempotent_lambda._identity import Invocation, build_invocation, is_missing
+from idempotent_lambda._identity import Derive, Invocation, build_invocation, is_missing
 from idempotent_lambda._lambda_context import LambdaContextLike
 from idempotent_lambda.adapters._http_request import (
     HttpRequest,

@@ -11,9 +11,9 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from idempotent_lambda._outbox_format import EMITTED_AT, OUTBOX_INDEX, PENDING
 from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
-from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 
 #: Stream views the outbox publisher works with.
 OUTBOX_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")

@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
+from idempotent_lambda._outbox_format import event_id
 from idempotent_lambda.cli._output import (
     NOT_FOUND,
     OK,
@@ -19,7 +20,6 @@ from idempotent_lambda.cli._output import (
 )
 from idempotent_lambda.cli._records import client_from, store_from
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
-from idempotent_lambda.outbox._event import event_id
 
 LIST_HEADERS = ("EVENT ID", "DETAIL TYPE", "SOURCE", "BUS", "EMITTED", "AGE", "PUBLISHED")
 

@@ -33,9 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
-from idempotent_lambda._tracing import current_traceparent
-from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
-from idempotent_lambda.outbox._event import (
+from idempotent_lambda._outbox_format import (
     AGE_METRIC,
     AWS_SOURCE_PREFIX,
     DEFAULT_SOURCE,
@@ -51,6 +49,8 @@ from idempotent_lambda.outbox._event import (
     event_id,
     slot,
 )
+from idempotent_lambda._tracing import current_traceparent
+from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
 from idempotent_lambda.persistence.protocol import MAX_TRANSACTION_WRITES
 from idempotent_lambda.transaction import running_transaction
 

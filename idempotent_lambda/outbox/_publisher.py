@@ -28,9 +28,10 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from idempotent_lambda._tracing import Publication
+from idempotent_lambda._outbox_format import AGE_METRIC, OutboxEvent, entry_size, event_id
+from idempotent_lambda._tracing import links_to_current, tracer
 from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
 from idempotent_lambda.adapters.dynamodb_stream import STREAM_SOURCE, DynamoDBStreamRecord
 from idempotent_lambda.exceptions import (
@@ -40,9 +41,11 @@ from idempotent_lambda.exceptions import (
     MalformedRecordError,
 )
 from idempotent_lambda.metrics import COUNT, SECONDS, EMFMetrics, Metric
-from idempotent_lambda.outbox._event import AGE_METRIC, OutboxEvent, entry_size, event_id
 from idempotent_lambda.persistence._aws import LazyClient, translate_errors
 from idempotent_lambda.persistence.dynamodb._outbox import key_ident
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger("idempotent_lambda.outbox")
 
@@ -332,6 +335,65 @@ class Publisher:
                 os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "idempotent_lambda"
             )
         sink.put(metrics)
+
+
+class Publication:
+    """The spans of one ``PutEvents`` round of the outbox publisher: one per event.
+
+    Each continues the trace its event was emitted in (the context `emit` stored) and links to
+    the publisher's own invocation (an event emitted untraced gets a span under the current
+    one); the event goes out carrying the publication span's context, so the consumer's span is
+    its child. Without a tracer nothing is made, and each event carries on the context it was
+    stored with.
+    """
+
+    def __init__(self, events: Sequence[OutboxEvent], bus: str | None) -> None:
+        self._spans: dict[str, Span] = {}
+        self._parents: dict[str, str] = {}
+        found = tracer()
+        if found is None:
+            return
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        w3c = TraceContextTextMapPropagator()
+        links = links_to_current()
+        for event in events:
+            emitted = event.trace_parent
+            span = found.start_span(
+                f"outbox publish {event.detail_type}",
+                context=None if emitted is None else w3c.extract({"traceparent": emitted}),
+                kind=trace.SpanKind.PRODUCER,
+                links=None if emitted is None else links,
+                attributes={
+                    "messaging.operation.type": "send",
+                    "messaging.operation.name": "PutEvents",
+                    "messaging.destination.name": event.event_bus_name or bus or "default",
+                    "messaging.message.id": event.event_id,
+                },
+            )
+            self._spans[event.event_id] = span
+            carrier: dict[str, str] = {}
+            w3c.inject(carrier, trace.set_span_in_context(span))
+            if "traceparent" in carrier:
+                self._parents[event.event_id] = carrier["traceparent"]
+
+    def traceparent(self, event: OutboxEvent) -> str | None:
+        """Return the context ``event`` goes out with: its publication's, else its own."""
+        return self._parents.get(event.event_id, event.trace_parent)
+
+    def end(self, errors: Mapping[str, str]) -> None:
+        """End every span; one whose event is in ``errors`` (id: error code) failed."""
+        if not self._spans:
+            return
+        from opentelemetry.trace import Status, StatusCode
+
+        for identity, span in self._spans.items():
+            code = errors.get(identity)
+            if code is not None:
+                span.set_attribute("error.type", code)
+                span.set_status(Status(StatusCode.ERROR, code))
+            span.end()
 
 
 def _chunks(

@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK, Clock
+from idempotent_lambda._outbox_format import OutboxEvent, item_key
 from idempotent_lambda._record_format import FORMATS
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
-from idempotent_lambda.outbox._event import OutboxEvent, item_key
 from idempotent_lambda.persistence.protocol import (
     DEFAULT_COMPRESSION_THRESHOLD_BYTES,
     MAX_TRANSACTION_WRITES,

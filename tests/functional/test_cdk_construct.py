@@ -68,7 +68,7 @@ def test_the_construct_ships_the_repository_licence() -> None:
 def test_the_construct_grants_the_outbox_what_the_template_grants() -> None:
     """Outbox keys as the library writes them; the publisher's actions as template.yaml grants
     them (tied to the store's calls in test_template_outbox.py)."""
-    from idempotent_lambda.outbox._event import KEY_MARK
+    from idempotent_lambda._outbox_format import KEY_MARK
     from samples.local_stack import load_template
 
     values = constants(OUTBOX)

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from idempotent_lambda.outbox._event import EMITTED_AT, ID, KEY_MARK, PENDING
+from idempotent_lambda._outbox_format import EMITTED_AT, ID, KEY_MARK, PENDING
 from samples.local_lambda import PublisherKilled, filter_records, is_outbox_key, stream_event
 from samples.outbox_steps import TAG, step_outbox
 from samples.scenario import LocalApp, Outbox, Transcript, order_body, step_create_orders

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import outbox
-from idempotent_lambda.outbox._event import ID, KEY_MARK, item_key
+from idempotent_lambda._outbox_format import ID, KEY_MARK, item_key
 from idempotent_lambda.testing import dynamodb_stream_event
 from samples.app.orders import EVENT_SOURCE, ORDER_CREATED, OUTBOX_KEY_PREFIXES
 from samples.local_lambda import filter_records

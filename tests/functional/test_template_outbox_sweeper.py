@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import outbox
-from idempotent_lambda.outbox._event import EMITTED_AT, PENDING
+from idempotent_lambda._outbox_format import EMITTED_AT, PENDING
 from samples.app.orders import OUTBOX_KEY_PREFIXES
 from samples.local_stack import load_template
 from tests.functional.test_template import IDEMPOTENCY_TABLE_ARN, PUBLISHER, SWEEPER, as_list

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from idempotent_lambda.outbox._event import is_outbox_key
+from idempotent_lambda._outbox_format import is_outbox_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.persistence.dynamodb._operator import create_idempotency_table
 from idempotent_lambda.testing import lambda_stream_record

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from idempotent_lambda.outbox._event import is_outbox_key
+from idempotent_lambda._outbox_format import is_outbox_key
 from tests.simulation import network
 from tests.simulation.history import Write
 from tests.simulation.network import Crash

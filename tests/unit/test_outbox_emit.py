@@ -23,7 +23,7 @@ from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.outbox import MAX_EVENTS, emit
-from idempotent_lambda.outbox._event import event_id, item_key, slot
+from idempotent_lambda._outbox_format import event_id, item_key, slot
 from idempotent_lambda.testing import (
     ManualClock,
     api_gateway_http_event,
@@ -345,7 +345,7 @@ def test_a_durable_step_emits_once_across_the_execution() -> None:
 
 def test_an_outbox_key_starts_with_its_record_key_and_is_never_a_record_key() -> None:
     """LeadingKeys on '<prefix>#*' covers it; no '<prefix>#<hex digest>' key matches it."""
-    from idempotent_lambda.outbox._event import is_outbox_key
+    from idempotent_lambda._outbox_format import is_outbox_key
 
     key = item_key("orders.create#" + "ab" * 32, slot("owner", 0))
     assert key.startswith("orders.create#")

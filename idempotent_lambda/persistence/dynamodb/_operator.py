@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
+from idempotent_lambda._outbox_format import EMITTED_AT, OUTBOX_INDEX, PENDING
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
-from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 

@@ -16,11 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from idempotent_lambda.exceptions import (
-    IdempotencyCorruptRecordError,
-    IdempotencyPersistenceLayerError,
-)
-from idempotent_lambda.outbox._event import (
+from idempotent_lambda._outbox_format import (
     EMITTED_AT,
     ID,
     PENDING,
@@ -32,6 +28,10 @@ from idempotent_lambda.outbox._event import (
     is_outbox_key,
     item_key,
     pending_value,
+)
+from idempotent_lambda.exceptions import (
+    IdempotencyCorruptRecordError,
+    IdempotencyPersistenceLayerError,
 )
 from idempotent_lambda.persistence.protocol import TransactItem
 
