@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from idempotent_lambda.exceptions import IdempotencyCorruptRecordError, IdempotencyTransactionError
+from idempotent_lambda.exceptions import IdempotencyTransactionError
 
 #: Between the record's key and the slot in an outbox item's key.
 KEY_MARK = "#outbox#"
@@ -68,7 +68,7 @@ TRACE_PARENT = "outbox_traceparent"
 #: composite-key mode), sorted by `EMITTED_AT`.
 PENDING = "outbox_pending"
 #: Emit times outside this range (epoch milliseconds) make an item unreadable.
-_LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+LATEST_EMIT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 
 
@@ -95,6 +95,11 @@ def event_id(key: Mapping[str, Any]) -> str:
     """
     text = json.dumps(key, sort_keys=True, separators=(",", ":"))
     return str(uuid.uuid5(ID_NAMESPACE, text))
+
+
+def key_ident(key: Mapping[str, Any]) -> str:
+    """Return an item's primary key (low-level form) as one comparable string."""
+    return json.dumps(key, sort_keys=True)
 
 
 def pending_value(unit: str, slot: str) -> str:
@@ -138,96 +143,24 @@ class OutboxEvent:
     published_at_ms: int | None = None
     trace_parent: str | None = None
 
-    def attributes(self) -> dict[str, Any]:
-        """Return its item's attributes (low-level form), without the key and the TTL."""
-        item: dict[str, Any] = {
-            ID: {"S": self.event_id},
-            DETAIL_TYPE: {"S": self.detail_type},
-            DETAIL: {"S": self.detail},
-            SOURCE: {"S": self.source},
-            EMITTED_AT: {"N": str(self.emitted_at_ms)},
-        }
-        if self.event_bus_name is not None:
-            item[BUS] = {"S": self.event_bus_name}
-        if self.published_at_ms is not None:
-            item[PUBLISHED_AT] = {"N": str(self.published_at_ms)}
-        if self.trace_parent is not None:
-            item[TRACE_PARENT] = {"S": self.trace_parent}
-        return item
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any], key: Mapping[str, Any]) -> OutboxEvent:
-        """Read an outbox item (low-level form) stored at ``key``, its primary key.
-
-        The event's id is `event_id` of ``key``; an item whose ``outbox_id`` says otherwise is
-        not this event. A stored ``traceparent`` that is not W3C's is dropped.
-
-        Raises:
-            IdempotencyCorruptRecordError: An attribute is missing, of the wrong type or out of
-                range, the detail is not a JSON object (or nested too deep to read), or the
-                item's ``outbox_id`` is not its key's (the message names the attribute, never
-                its content).
-        """
-
-        def text(name: str, *, required: bool = True) -> str | None:
-            value = item.get(name)
-            if value is None and not required:
-                return None
-            if not isinstance(value, Mapping) or not isinstance(value.get("S"), str):
-                raise IdempotencyCorruptRecordError(f"outbox item without a string '{name}'")
-            return str(value["S"])
-
-        def number(name: str, *, required: bool = True) -> int | None:
-            value = item.get(name)
-            if value is None and not required:
-                return None
-            try:
-                return int(value["N"])  # type: ignore[index]
-            except (TypeError, KeyError, ValueError) as exc:
-                raise IdempotencyCorruptRecordError(
-                    f"outbox item without an integer '{name}'"
-                ) from exc
-
-        identity = event_id(key)
-        if text(ID) != identity:
-            raise IdempotencyCorruptRecordError(f"outbox item whose '{ID}' is not its key's")
-        emitted_at = int(number(EMITTED_AT) or 0)
-        if not 0 <= emitted_at <= _LATEST_MS:
-            raise IdempotencyCorruptRecordError(f"outbox item whose '{EMITTED_AT}' is out of range")
-        detail = str(text(DETAIL))
-        try:
-            parsed = json.loads(detail)
-        except (ValueError, RecursionError):
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise IdempotencyCorruptRecordError(
-                f"outbox item whose '{DETAIL}' is not a JSON object"
-            )
-        return cls(
-            event_id=identity,
-            detail_type=str(text(DETAIL_TYPE)),
-            detail=detail,
-            source=str(text(SOURCE)),
-            event_bus_name=text(BUS, required=False),
-            emitted_at_ms=emitted_at,
-            published_at_ms=number(PUBLISHED_AT, required=False),
-            trace_parent=trace_parent_or_none(text(TRACE_PARENT, required=False)),
-        )
-
     def entry(self, default_bus: str | None, trace_parent: str | None = None) -> dict[str, Any]:
         """Return its ``PutEvents`` entry: ``detail`` with the id added under ``outbox``.
 
         The trace context goes beside the id (``traceparent``): ``trace_parent`` (the
-        publication's), else the one the event was emitted with.
+        publication's), else the one the event was emitted with. The field is added to the
+        stored text as it is, which is a JSON object without an ``outbox`` field (`detail_text`
+        and the stores' readers make sure of it): the detail is never parsed or serialised again.
         """
-        detail = json.loads(self.detail)
-        detail[DETAIL_KEY] = {"id": self.event_id}
+        outbox = {"id": self.event_id}
         if trace_parent or self.trace_parent:
-            detail[DETAIL_KEY]["traceparent"] = trace_parent or self.trace_parent
+            outbox["traceparent"] = str(trace_parent or self.trace_parent)
+        head = self.detail.rstrip()[:-1].rstrip()
+        field = json.dumps({DETAIL_KEY: outbox}, separators=(",", ":"))[1:]
+        detail = head + ("" if head.endswith("{") else ",") + field
         entry: dict[str, Any] = {
             "Source": self.source,
             "DetailType": self.detail_type,
-            "Detail": json.dumps(detail, separators=(",", ":"), ensure_ascii=False),
+            "Detail": detail,
             "Time": datetime.datetime.fromtimestamp(
                 self.emitted_at_ms / 1000, tz=datetime.timezone.utc
             ),

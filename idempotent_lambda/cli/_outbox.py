@@ -119,7 +119,7 @@ def _republish_older(args: argparse.Namespace, screen: Screen, store: Any, publi
         if event.emitted_at_ms <= cutoff
     ]
     found.sort(key=lambda pair: pair[0].emitted_at_ms)
-    from idempotent_lambda.persistence.dynamodb._outbox import key_ident
+    from idempotent_lambda._outbox_format import key_ident
 
     failed = publisher.publish_keys([key for _, key in found], None)
     for event, key in found:

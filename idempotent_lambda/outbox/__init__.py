@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._outbox_format import (
     AGE_METRIC,
     AWS_SOURCE_PREFIX,
@@ -51,7 +50,7 @@ from idempotent_lambda._outbox_format import (
 )
 from idempotent_lambda._tracing import current_traceparent
 from idempotent_lambda.exceptions import IdempotencyConfigError, IdempotencyTransactionError
-from idempotent_lambda.persistence.protocol import MAX_TRANSACTION_WRITES
+from idempotent_lambda.persistence.protocol import MAX_TRANSACTION_WRITES, OutboxStore
 from idempotent_lambda.transaction import running_transaction
 
 if TYPE_CHECKING:
@@ -130,8 +129,7 @@ def emit(
     _check_names(detail_type, source, event_bus_name)
     text = detail_text(detail)
     store = transaction.store
-    put, locate = getattr(store, "outbox_put", None), getattr(store, "outbox_item_key", None)
-    if not callable(put) or not callable(locate):
+    if not isinstance(store, OutboxStore):
         raise IdempotencyTransactionError(
             f"emit: {type(store).__name__} keeps no outbox; use DynamoDBPersistenceLayer "
             "(or InMemoryPersistenceLayer in tests)"
@@ -145,15 +143,14 @@ def emit(
     if transaction.claim is None:  # a body run without a record: its events are its own
         transaction.claim = uuid.uuid4().hex
     owner_key = transaction.record_key or transaction.key_prefix
-    key = locate(owner_key, slot(transaction.claim, transaction.emitted))
-    clock = getattr(store, "clock", SYSTEM_CLOCK)
+    key = store.outbox_item_key(owner_key, slot(transaction.claim, transaction.emitted))
     event = OutboxEvent(
         event_id=event_id(key),
         detail_type=detail_type,
         detail=text,
         source=source,
         event_bus_name=event_bus_name,
-        emitted_at_ms=clock.now_ms(),
+        emitted_at_ms=store.clock.now_ms(),
         trace_parent=current_traceparent(),
     )
     # the publisher sends a trace context of its own (at most 72 bytes), whether or not one
@@ -166,7 +163,7 @@ def emit(
             f"{TRACE_RESERVE_BYTES} more (its trace context); EventBridge takes at most "
             f"{MAX_ENTRY_BYTES}"
         )
-    transaction.add(put(event, key, transaction.key_prefix))
+    transaction.add(store.outbox_put(event, key, transaction.key_prefix))
     transaction.emitted += 1
     return event.event_id
 

@@ -30,7 +30,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from idempotent_lambda._outbox_format import AGE_METRIC, OutboxEvent, entry_size, event_id
+from idempotent_lambda._outbox_format import (
+    AGE_METRIC,
+    OutboxEvent,
+    entry_size,
+    event_id,
+    key_ident,
+)
 from idempotent_lambda._tracing import links_to_current, tracer
 from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
 from idempotent_lambda.adapters.dynamodb_stream import STREAM_SOURCE, DynamoDBStreamRecord
@@ -42,7 +48,7 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.metrics import COUNT, SECONDS, EMFMetrics, Metric
 from idempotent_lambda.persistence._aws import LazyClient, translate_errors
-from idempotent_lambda.persistence.dynamodb._outbox import key_ident
+from idempotent_lambda.persistence.protocol import OutboxReader
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -73,25 +79,24 @@ class Publisher:
 
     def __init__(
         self,
-        store: Any,
+        store: object,
         *,
         events_client: Any = None,
         default_bus: str | None = None,
         metrics: EMFMetrics | None = None,
         key_prefixes: Sequence[str] | None = None,
     ) -> None:
-        for method in ("outbox_key", "outbox_items", "outbox_mark_published"):
-            if not callable(getattr(store, method, None)):
-                raise IdempotencyConfigError(
-                    f"publish_handler needs a DynamoDBPersistenceLayer, not {type(store).__name__}"
-                )
+        if not isinstance(store, OutboxReader):
+            raise IdempotencyConfigError(
+                f"publish_handler needs a DynamoDBPersistenceLayer, not {type(store).__name__}"
+            )
         if key_prefixes is not None and (
             isinstance(key_prefixes, str) or not all(isinstance(p, str) and p for p in key_prefixes)
         ):
             raise IdempotencyConfigError(
                 "key_prefixes must be a list of non-empty key prefixes (or None: every prefix)"
             )
-        self.store = store
+        self.store: OutboxReader = store
         self.key_prefixes = None if key_prefixes is None else tuple(key_prefixes)
         self.default_bus = default_bus
         self._metrics = metrics
@@ -151,31 +156,24 @@ class Publisher:
         unpublished item seen elsewhere (the sweeper's index), for the age metric.
         """
         wanted = {key_ident(key): key for key in keys}
-        items, unreadable = self.store.outbox_items(list(wanted.values()))
-        for ident, exc in unreadable.items():
-            logger.error(
-                "outbox item not read: event=%s error=%s", event_id(wanted[ident]), _cause(exc)
-            )
-        found = {key_ident(self.store.outbox_key(item) or {}): item for item in items}
+        events, unreadable = self.store.outbox_items(list(wanted.values()))
         pending: list[OutboxEvent] = []
         where: dict[str, str] = {}  # event id -> its key's ident
         failed: set[str] = set(unreadable)
         skipped = 0
         for ident, key in wanted.items():
-            if ident in unreadable:
+            error = unreadable.get(ident)
+            if isinstance(error, IdempotencyCorruptRecordError):
+                logger.error("outbox item unreadable: event=%s %s", event_id(key), error)
                 continue
-            item = found.get(ident)
-            if item is None:
-                skipped += 1  # expired or deleted: nothing left to publish
+            if error is not None:
+                logger.error(
+                    "outbox item not read: event=%s error=%s", event_id(key), _cause(error)
+                )
                 continue
-            try:
-                event = OutboxEvent.from_item(item, key)
-            except IdempotencyCorruptRecordError as exc:
-                logger.error("outbox item unreadable: event=%s %s", event_id(key), exc)
-                failed.add(ident)
-                continue
-            if event.published_at_ms is not None:
-                skipped += 1
+            event = events.get(ident)
+            if event is None or event.published_at_ms is not None:
+                skipped += 1  # published, or expired or deleted: nothing left to publish
                 continue
             pending.append(event)
             where[event.event_id] = ident

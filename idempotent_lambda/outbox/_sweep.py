@@ -26,11 +26,6 @@ class Sweeper:
     def __init__(
         self, publisher: Publisher, *, min_age_seconds: int, limit: int, index_name: str
     ) -> None:
-        if not callable(getattr(publisher.store, "outbox_pending_keys", None)):
-            raise IdempotencyConfigError(
-                f"sweep_handler needs a DynamoDBPersistenceLayer, not "
-                f"{type(publisher.store).__name__}"
-            )
         if isinstance(min_age_seconds, bool) or not isinstance(min_age_seconds, int):
             raise IdempotencyConfigError("min_age_seconds must be a whole number of seconds")
         if min_age_seconds < 0:

@@ -58,6 +58,7 @@ class InMemoryPersistenceLayer:
     ) -> None:
         self.clock = clock
         self.committed_writes: list[TransactItem] = []
+        self._emitted: dict[str, OutboxEvent] = {}  # by item key: what each outbox write holds
         self._threshold = compression_threshold_bytes
         self._apply_writes = apply_writes
         self._records: dict[str, tuple[IdempotencyRecord, bytes | None]] = {}
@@ -120,18 +121,19 @@ class InMemoryPersistenceLayer:
 
         `outbox_events` reads them back.
         """
-        return {"Put": {"TableName": OUTBOX_TABLE, "Item": {**key, **event.attributes()}}}
+        with self._lock:
+            self._emitted[key["id"]["S"]] = event
+        return {"Put": {"TableName": OUTBOX_TABLE, "Item": dict(key)}}
 
     @property
     def outbox_events(self) -> list[OutboxEvent]:
         """Return the outbox events committed so far, in commit order (for unit tests)."""
         with self._lock:
-            writes = list(self.committed_writes)
-        return [
-            OutboxEvent.from_item(write["Put"]["Item"], {"id": write["Put"]["Item"]["id"]})
-            for write in writes
-            if "Put" in write and write["Put"].get("TableName") == OUTBOX_TABLE
-        ]
+            return [
+                self._emitted[write["Put"]["Item"]["id"]["S"]]
+                for write in self.committed_writes
+                if "Put" in write and write["Put"].get("TableName") == OUTBOX_TABLE
+            ]
 
     def release(self, idempotency_key: str, owner: str) -> bool:
         """Delete the caller's IN_PROGRESS record, if it still owns it."""
@@ -157,6 +159,7 @@ class InMemoryPersistenceLayer:
         with self._lock:
             self._records.clear()
             self.committed_writes.clear()
+            self._emitted.clear()
 
     def __len__(self) -> int:
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._limits import bounded_inflate
@@ -19,6 +19,10 @@ from idempotent_lambda.exceptions import (
     IdempotencyUnstorableResultError,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
+
+if TYPE_CHECKING:
+    from idempotent_lambda._outbox_format import OutboxEvent
+    from idempotent_lambda.exceptions import IdempotencyError
 
 #: Results larger than this (UTF-8 bytes) are stored zlib-compressed in a Binary attribute.
 DEFAULT_COMPRESSION_THRESHOLD_BYTES = 4 * 1024
@@ -193,6 +197,84 @@ class BatchCompleteStore(PersistenceStore, Protocol):
         ...
 
 
+@runtime_checkable
+class FormatViewStore(PersistenceStore, Protocol):
+    """A store that maps records onto a shared layout, one view per record format.
+
+    DynamoDB and Redis items can be laid out as Powertools writes them or natively; the engine
+    takes the view of its config's format once (`store_for_format`).
+    """
+
+    def with_record_format(self, record_format: str) -> PersistenceStore:
+        """Return a store on the same table and client that maps records onto that format.
+
+        Raises:
+            IdempotencyConfigError: The format is unknown.
+        """
+        ...
+
+
+@runtime_checkable
+class OutboxStore(TransactionalStore, Protocol):
+    """A store that keeps outbox events with the records (`idempotent_lambda.outbox.emit`)."""
+
+    def outbox_item_key(self, owner_key: str | None, slot: str) -> dict[str, Any]:
+        """Return the primary key (low-level form) of the event item at ``slot`` of ``owner_key``.
+
+        ``owner_key`` is the record's key, or the function's key prefix for a body run without
+        a record.
+        """
+        ...
+
+    def outbox_put(
+        self, event: OutboxEvent, key: Mapping[str, Any], key_prefix: str | None
+    ) -> TransactItem:
+        """Return the write of ``event``'s item at ``key``, to commit in its body's transaction.
+
+        An item, published or not, is never overwritten.
+        """
+        ...
+
+
+@runtime_checkable
+class OutboxReader(Protocol):
+    """A store the outbox publisher and sweeper read events from, and mark them published in.
+
+    The store maps its items onto events: the publisher never sees an item.
+    """
+
+    clock: Clock
+
+    def outbox_key(self, keys: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Return the primary key in ``keys`` (a stream record's, or an item) if it is an
+        outbox item's; else None."""
+        ...
+
+    def outbox_partition(self, key: Mapping[str, Any]) -> str:
+        """Return the partition value of an outbox item's ``key``."""
+        ...
+
+    def outbox_items(
+        self, keys: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[str, OutboxEvent], dict[str, IdempotencyError]]:
+        """Read the events at ``keys`` as they are now; return them and each key's error.
+
+        Both are keyed by the key's identity (`idempotent_lambda.outbox` compares keys so); a
+        key with no item is in neither.
+        """
+        ...
+
+    def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
+        """Record the event at ``key`` as published; False when it was already, or is gone."""
+        ...
+
+    def outbox_pending_keys(
+        self, index_name: str, key_prefixes: Sequence[str] | None, limit: int
+    ) -> list[tuple[dict[str, Any], int]]:
+        """Return unpublished items' keys and emit times from the index, oldest first."""
+        ...
+
+
 def transactional(store: object) -> TransactionalStore:
     """Return ``store`` as a `TransactionalStore`, or raise `IdempotencyTransactionError`."""
     if not isinstance(store, TransactionalStore):
@@ -205,16 +287,13 @@ def transactional(store: object) -> TransactionalStore:
 def store_for_format(store: PersistenceStore, record_format: str) -> PersistenceStore:
     """Return the view of ``store`` that reads and writes records in ``record_format``.
 
-    A store that maps records onto a shared layout (DynamoDB, Redis) has a
-    ``with_record_format(name)`` method returning a store on the same table and client that
-    maps them onto that format's items. A store without one keeps records as it is given them
-    (in memory, or a custom store), so every format is the same to it: it is returned as is.
+    A `FormatViewStore` (DynamoDB, Redis) gives its view of that format. Any other store keeps
+    records as it is given them (in memory, or a custom store), so every format is the same to
+    it: it is returned as is.
     """
-    view = getattr(store, "with_record_format", None)
-    if record_format == "native" or not callable(view):
+    if record_format == "native" or not isinstance(store, FormatViewStore):
         return store
-    viewed: PersistenceStore = view(record_format)
-    return viewed
+    return store.with_record_format(record_format)
 
 
 def claim_allowed(existing: IdempotencyRecord | None, *, now_ms: int, lease_cutoff_ms: int) -> bool:

@@ -65,10 +65,12 @@ class EmittedDocument:
 class _Store:
     """Just enough of a DynamoDB store for a `Publisher` to be built; it is never called."""
 
+    clock = None
+
     def outbox_key(self, keys: Any) -> None:
         raise AssertionError("not called")
 
-    outbox_items = outbox_mark_published = outbox_key
+    outbox_items = outbox_mark_published = outbox_partition = outbox_pending_keys = outbox_key
 
 
 def outbox_emitted(environ: Mapping[str, str]) -> EmittedDocument:

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from idempotent_lambda import IdempotencyConfig, idempotent
+from idempotent_lambda._outbox_format import event_id
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import OUTBOX_INDEX, emit
-from idempotent_lambda._outbox_format import event_id
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.testing import ManualClock
 from tests.integration._outbox_stack import SOURCE, OutboxStack, client

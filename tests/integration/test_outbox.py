@@ -358,8 +358,8 @@ def matches(pattern: Any, value: Any) -> bool:
 
 def test_the_stream_filter_keeps_new_outbox_items_and_nothing_else(stack: OutboxStack) -> None:
     """Of a real stream (records, events, marks, releases), the pattern keeps outbox INSERTs."""
-    from idempotent_lambda.outbox import STREAM_FILTER_PATTERN
     from idempotent_lambda._outbox_format import is_outbox_key
+    from idempotent_lambda.outbox import STREAM_FILTER_PATTERN
 
     handler = order_handler(stack, fail_first=True)
     with pytest.raises(RuntimeError):

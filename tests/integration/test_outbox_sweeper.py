@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from idempotent_lambda._outbox_format import item_key
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import OUTBOX_INDEX, publish_handler, sweep_handler
-from idempotent_lambda._outbox_format import item_key
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.testing import ManualClock
 from tests.integration._deny_proxy import deny_proxy

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from idempotent_lambda.outbox import publish_handler
 from idempotent_lambda._outbox_format import OutboxEvent, item_key
+from idempotent_lambda.outbox import publish_handler
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer
 from idempotent_lambda.testing import ManualClock
 from tests.integration._deny_proxy import deny_proxy, leading_keys

@@ -16,6 +16,7 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
+from idempotent_lambda._outbox_format import event_id, item_key, slot
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
@@ -23,7 +24,6 @@ from idempotent_lambda.adapters.kinesis import idempotent_kinesis_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.exceptions import IdempotencyTransactionError
 from idempotent_lambda.outbox import MAX_EVENTS, emit
-from idempotent_lambda._outbox_format import event_id, item_key, slot
 from idempotent_lambda.testing import (
     ManualClock,
     api_gateway_http_event,

@@ -17,20 +17,31 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._outbox_format import (
+    BUS,
+    DETAIL,
+    DETAIL_KEY,
+    DETAIL_TYPE,
     EMITTED_AT,
     ID,
+    LATEST_EMIT_MS,
     PENDING,
     PENDING_SHARDS,
     PUBLISHED_AT,
     PUBLISHED_RETENTION_SECONDS,
     RETENTION_SECONDS,
+    SOURCE,
+    TRACE_PARENT,
     OutboxEvent,
+    event_id,
     is_outbox_key,
     item_key,
+    key_ident,
     pending_value,
+    trace_parent_or_none,
 )
 from idempotent_lambda.exceptions import (
     IdempotencyCorruptRecordError,
+    IdempotencyError,
     IdempotencyPersistenceLayerError,
 )
 from idempotent_lambda.persistence.protocol import TransactItem
@@ -44,9 +55,80 @@ if TYPE_CHECKING:
 _BATCH_GET_LIMIT, _BATCH_GET_ATTEMPTS = 100, 4
 
 
-def key_ident(key: Mapping[str, Any]) -> str:
-    """Return a primary key (low-level form) as one comparable string."""
-    return json.dumps(key, sort_keys=True)
+def event_item(event: OutboxEvent) -> dict[str, Any]:
+    """Return the attributes (low-level form) of ``event``'s item, without the key and the TTL."""
+    item: dict[str, Any] = {
+        ID: {"S": event.event_id},
+        DETAIL_TYPE: {"S": event.detail_type},
+        DETAIL: {"S": event.detail},
+        SOURCE: {"S": event.source},
+        EMITTED_AT: {"N": str(event.emitted_at_ms)},
+    }
+    if event.event_bus_name is not None:
+        item[BUS] = {"S": event.event_bus_name}
+    if event.published_at_ms is not None:
+        item[PUBLISHED_AT] = {"N": str(event.published_at_ms)}
+    if event.trace_parent is not None:
+        item[TRACE_PARENT] = {"S": event.trace_parent}
+    return item
+
+
+def read_event(item: Mapping[str, Any], key: Mapping[str, Any]) -> OutboxEvent:
+    """Read an outbox item (low-level form) stored at ``key``, its primary key.
+
+    The event's id is `event_id` of ``key``; an item whose ``outbox_id`` says otherwise is not
+    this event. A stored ``traceparent`` that is not W3C's is dropped, and so is an ``outbox``
+    field of the detail (the publisher puts the id there). The detail is parsed here, once.
+
+    Raises:
+        IdempotencyCorruptRecordError: An attribute is missing, of the wrong type or out of
+            range, the detail is not a JSON object (or nested too deep to read), or the item's
+            ``outbox_id`` is not its key's (the message names the attribute, never its content).
+    """
+
+    def text(name: str, *, required: bool = True) -> str | None:
+        value = item.get(name)
+        if value is None and not required:
+            return None
+        if not isinstance(value, Mapping) or not isinstance(value.get("S"), str):
+            raise IdempotencyCorruptRecordError(f"outbox item without a string '{name}'")
+        return str(value["S"])
+
+    def number(name: str, *, required: bool = True) -> int | None:
+        value = item.get(name)
+        if value is None and not required:
+            return None
+        try:
+            return int(value["N"])  # type: ignore[index]
+        except (TypeError, KeyError, ValueError) as exc:
+            raise IdempotencyCorruptRecordError(f"outbox item without an integer '{name}'") from exc
+
+    identity = event_id(key)
+    if text(ID) != identity:
+        raise IdempotencyCorruptRecordError(f"outbox item whose '{ID}' is not its key's")
+    emitted_at = int(number(EMITTED_AT) or 0)
+    if not 0 <= emitted_at <= LATEST_EMIT_MS:
+        raise IdempotencyCorruptRecordError(f"outbox item whose '{EMITTED_AT}' is out of range")
+    detail = str(text(DETAIL))
+    try:
+        parsed = json.loads(detail)
+    except (ValueError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise IdempotencyCorruptRecordError(f"outbox item whose '{DETAIL}' is not a JSON object")
+    if DETAIL_KEY in parsed:  # not written by emit: the id goes there, and only the id
+        del parsed[DETAIL_KEY]
+        detail = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+    return OutboxEvent(
+        event_id=identity,
+        detail_type=str(text(DETAIL_TYPE)),
+        detail=detail,
+        source=str(text(SOURCE)),
+        event_bus_name=text(BUS, required=False),
+        emitted_at_ms=emitted_at,
+        published_at_ms=number(PUBLISHED_AT, required=False),
+        trace_parent=trace_parent_or_none(text(TRACE_PARENT, required=False)),
+    )
 
 
 class OutboxMethods:
@@ -81,7 +163,7 @@ class OutboxMethods:
         unit = schema.static_pk_value if schema.sort_key_attr else (key_prefix or "outbox")
         item = {
             **key,
-            **event.attributes(),
+            **event_item(event),
             PENDING: {"S": pending_value(unit, event.event_id)},
             schema.expiry_attr: {"N": str(expires)},
         }
@@ -116,21 +198,22 @@ class OutboxMethods:
 
     def outbox_items(
         self, keys: Sequence[Mapping[str, Any]]
-    ) -> tuple[list[Mapping[str, Any]], dict[str, IdempotencyPersistenceLayerError]]:
-        """Read the outbox items at ``keys`` as they are now (consistent ``BatchGetItem``s).
+    ) -> tuple[dict[str, OutboxEvent], dict[str, IdempotencyError]]:
+        """Read the outbox events at ``keys`` as they are now (consistent ``BatchGetItem``s).
 
         A request DynamoDB refuses (IAM denies one of its keys, say: ``BatchGetItem`` is
         authorised for all its keys or none) is read again one key a request, so each key that
         cannot be read fails alone.
 
         Returns:
-            The items found (low-level form; a key with no item is left out), and the error of
-            each key that could not be read, by `key_ident`.
+            The events found, by `key_ident` of their keys (a key with no item is left out),
+            and the error of each key that could not be read (`IdempotencyPersistenceLayerError`)
+            or read as an event (`IdempotencyCorruptRecordError`), by `key_ident`.
         """
         unique = list({key_ident(key): key for key in keys}.values())
         parts = [unique[n : n + _BATCH_GET_LIMIT] for n in range(0, len(unique), _BATCH_GET_LIMIT)]
         found: list[Mapping[str, Any]] = []
-        failed: dict[str, IdempotencyPersistenceLayerError] = {}
+        failed: dict[str, IdempotencyError] = {}
         while parts:
             part = parts.pop(0)
             got: list[Mapping[str, Any]] = []
@@ -158,7 +241,16 @@ class OutboxMethods:
                     failed[key_ident(part[0])] = exc
                 continue
             found.extend(got)
-        return found, failed
+        events: dict[str, OutboxEvent] = {}
+        for item in found:
+            key = self.outbox_key(item)
+            if key is None:
+                continue
+            try:
+                events[key_ident(key)] = read_event(item, key)
+            except IdempotencyCorruptRecordError as exc:
+                failed[key_ident(key)] = exc
+        return events, failed
 
     def outbox_mark_published(self, key: Mapping[str, Any], published_at_ms: int) -> bool:
         """Record the event at ``key`` as published: a conditional ``UpdateItem``.
@@ -206,7 +298,7 @@ class OutboxMethods:
         for item in self._outbox_pages({"#id": ID}, {":id": {"S": event_id}}, "#id = :id", None):
             found = self.outbox_key(item)
             if found is not None:
-                event = OutboxEvent.from_item(item, found)  # its id is its key's, or it fails
+                event = read_event(item, found)  # its id is its key's, or it fails
                 return event, found
         return None
 
@@ -239,7 +331,7 @@ class OutboxMethods:
             if key is None:
                 continue
             try:
-                event = OutboxEvent.from_item(item, key)
+                event = read_event(item, key)
             except IdempotencyCorruptRecordError:
                 if unreadable is not None:
                     unreadable.append(key)
