@@ -275,7 +275,7 @@ def test_the_publisher_s_store_calls_are_the_granted_ones(template: dict[str, An
     granted = by_sid(function(template, PUBLISHER))["MarkOutboxEventsPublished"]["Action"]
     assert sorted(granted) == sorted(sent)
     assert set() == calls["outbox_put"]  # emit's write is a Put of the record's transaction
-    sweep = (ROOT / "idempotent_lambda/outbox/_sweep.py").read_text("utf-8")
+    sweep = (ROOT / "idempotent_lambda/outbox/_core.py").read_text("utf-8")
     assert "store.outbox_pending_keys(" in sweep
     assert {"query", "scan"} == calls["outbox_pending_keys"]
     query = by_sid(function(template, SWEEPER))["FindUnpublishedOutboxItems"]["Action"]
