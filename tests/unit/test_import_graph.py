@@ -1,91 +1,54 @@
-"""The package has no import cycles: read from the source, every import counted."""
+"""The package's imports: no cycle (of modules or of folders), none up the layers, and the
+drawing in the docs is the graph as it is. The reading and the layers are scripts/import_graph.py's.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
-import idempotent_lambda
+import pytest
 
-PACKAGE = Path(idempotent_lambda.__file__).parent
-#: Cycles that another branch removes; delete each entry once that branch is merged.
-
-
-def module_name(path: Path) -> str:
-    """Return the dotted name of a module file of the package."""
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def imports_of(tree: ast.Module, name: str, is_package: bool, modules: set[str]) -> set[str]:
-    """Return the package modules that the module ``name`` (parsed as ``tree``) imports.
-
-    Every import counts: a lazy one inside a function, and one under ``if TYPE_CHECKING:``
-    (two modules that need each other's names are one tangle, whenever the names are read).
-    """
-    base = name if is_package else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            source = node.module or ""
-            if node.level:
-                anchor = base.rsplit(".", node.level - 1)[0] if node.level > 1 else base
-                source = f"{anchor}.{source}" if source else anchor
-            for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                found.add(submodule if submodule in modules else source)
-    return {target for target in found if target in modules and target != name}
+def _load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts/import_graph.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Return, for each module of the package, the package modules it imports."""
-    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    modules = set(paths)
-    return {
-        name: imports_of(
-            ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", modules
-        )
-        for name, path in paths.items()
-    }
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Return the strongly connected components of more than one module (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def connect(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for target in sorted(graph[node]):
-            if target not in index:
-                connect(target)
-                low[node] = min(low[node], low[target])
-            elif target in stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            connect(node)
-    return found
+graph_script = _load_script()
+cycles = graph_script.cycles
+imports_of = graph_script.imports_of
 
 
 def test_the_package_has_no_import_cycles() -> None:
-    """No group of modules imports each other, directly or through others."""
-    assert [] == cycles(import_graph())
+    """No group of modules imports each other, directly or through others or their packages."""
+    assert [] == cycles(graph_script.import_graph())
+
+
+def test_no_folder_is_in_a_cycle() -> None:
+    """Taken as one node each, the package's folders and top modules import in no circle."""
+    assert [] == cycles(graph_script.folder_graph(graph_script.import_graph()))
+
+
+def test_no_import_goes_up_the_layers() -> None:
+    """Every module has a layer, and imports only from its own layer or a lower one."""
+    assert [] == graph_script.upward_imports(graph_script.import_graph())
+
+
+def test_the_drawing_in_the_docs_is_the_graph_as_it_is() -> None:
+    """docs/import-graph.inc is what `python scripts/import_graph.py --write` writes now."""
+    expected = graph_script.draw(graph_script.import_graph())
+    assert expected == graph_script.OUTPUT.read_text(encoding="utf-8")
 
 
 def test_the_check_finds_a_cycle() -> None:
@@ -106,3 +69,71 @@ def test_every_import_counts() -> None:
     modules = {"pkg", "pkg.typed", "pkg.lazy", "pkg.sibling", "pkg.here"}
     expected = {"pkg.typed", "pkg.lazy", "pkg.sibling"}
     assert expected == imports_of(ast.parse(source), "pkg.here", False, modules)
+
+
+def test_a_dotted_import_counts_its_parent_packages() -> None:
+    """Importing ``pkg.sub.deep.leaf`` runs ``pkg/sub`` and ``pkg/sub/deep`` first: both are
+    edges, but not the top package, nor a package the importer itself lies in."""
+    modules = {"pkg", "pkg.sub", "pkg.sub.deep", "pkg.sub.deep.leaf", "pkg.sub.here"}
+    source = "from pkg.sub.deep.leaf import thing\n"
+    assert {"pkg.sub.deep", "pkg.sub.deep.leaf"} == imports_of(
+        ast.parse(source), "pkg.sub.here", False, modules
+    )
+    assert {"pkg.sub", "pkg.sub.deep", "pkg.sub.deep.leaf"} == imports_of(
+        ast.parse(source), "pkg.other", False, modules | {"pkg.other"}
+    )
+
+
+def test_a_cycle_through_a_package_face_is_found() -> None:
+    """A store that imports a feature's submodule runs the feature's ``__init__``, which imports
+    the store back: the loop of today's main before the outbox format moved down."""
+    sources = {
+        "pkg.store": "from pkg.feature._format import X\n",
+        "pkg.feature": "from pkg.feature._core import Y\n",
+        "pkg.feature._core": "from pkg.store import Z\n",
+        "pkg.feature._format": "",
+    }
+    modules = set(sources) | {"pkg"}
+    graph = {
+        name: imports_of(ast.parse(text), name, name == "pkg.feature", modules)
+        for name, text in sources.items()
+    }
+    assert [["pkg.feature", "pkg.feature._core", "pkg.store"]] == cycles(graph)
+
+
+def test_folders_become_one_node() -> None:
+    """A folder's modules are one node; an import inside the folder is no edge."""
+    graph = {"p.a.x": {"p.a.y", "p.b"}, "p.a.y": set(), "p.b": {"p.a.y"}}
+    assert {"p.a": {"p.b"}, "p.b": {"p.a"}} == graph_script.folder_graph(graph)
+
+
+def test_a_module_in_no_layer_is_refused() -> None:
+    """A new top-level module must be given a layer before the check passes."""
+    with pytest.raises(LookupError, match="no layer"):
+        graph_script.layer_of("idempotent_lambda.brand_new_module")
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "idempotent_lambda.persistence.in_memory",
+        "idempotent_lambda.persistence.dynamodb",
+        "idempotent_lambda.persistence.redis",
+    ],
+)
+def test_importing_a_store_loads_no_feature(store: str) -> None:
+    """A store is below the outbox, tracing and transactions: importing one loads none of them."""
+    code = (
+        f"import sys, {store}\n"
+        "print(sorted(m for m in sys.modules if m.startswith('idempotent_lambda')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = ast.literal_eval(result.stdout.strip())
+    above = {
+        "idempotent_lambda.outbox",
+        "idempotent_lambda._tracing",
+        "idempotent_lambda.transaction",
+    }
+    assert [] == [m for m in loaded if m in above or m.startswith("idempotent_lambda.outbox.")]

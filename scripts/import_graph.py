@@ -1,0 +1,283 @@
+"""Read the package's import graph from its source, check its layers, and draw it.
+
+Usage: `python scripts/import_graph.py` prints the drawing; `--write` writes it to
+`docs/import-graph.inc`, which docs/architecture.md includes (tests/unit/test_import_graph.py
+checks that the committed file is what this script draws now).
+
+Every import counts: a lazy one inside a function, one under ``if TYPE_CHECKING:``, and the
+parent packages of a dotted one (importing ``a.b.c`` runs ``a/b/__init__.py`` first), except
+those the importing module sits in, which have already run. The package's own ``__init__.py``
+imports its names on first use and is left out of the parents. `LAYERS` is the one table of
+layers: the docs show it, and the test checks that no import goes from a layer to a later one.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "idempotent_lambda"
+OUTPUT = ROOT / "docs" / "import-graph.inc"
+NAME = PACKAGE.name
+
+#: The layers, lowest first: (name, job, modules). A module belongs to the longest entry naming
+#: it or a package above it; ``*`` names the package's own face. Imports go only to the same
+#: layer or an earlier one.
+LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "formats",
+        "stored formats and the leaves everything reads: errors, record, clock, limits, the "
+        "decision seam",
+        (
+            "exceptions",
+            "record",
+            "_record_format",
+            "_outbox_format",
+            "_canonical",
+            "_result_codec",
+            "_limits",
+            "_clock",
+            "_grant",
+            "_observability",
+            "_lambda_context",
+            "_durable_context",
+        ),
+    ),
+    (
+        "stores",
+        "keep records and enforce the conditional writes, one round trip each",
+        (
+            "persistence",
+            "persistence.protocol",
+            "persistence._schema",
+            "persistence._aws",
+            "persistence._powertools_layer",
+            "persistence.in_memory",
+            "persistence.datarecord",
+            "persistence.dynamodb",
+            "persistence.redis",
+        ),
+    ),
+    (
+        "identity and config",
+        "settings validated once; a payload turned into an immutable invocation",
+        ("config", "_identity", "serialization", "event_keys"),
+    ),
+    (
+        "engine",
+        "the record state machine, its effects and drivers, transactions, spans, metrics",
+        ("_engine", "_effects", "transaction", "_tracing", "metrics"),
+    ),
+    (
+        "entry and adapters",
+        "the decorators, the one entry layer and the event-source adapters",
+        ("_entry", "_setup", "decorators", "adapters"),
+    ),
+    (
+        "features",
+        "built on the adapters and the entry layer: the outbox, durable functions",
+        ("outbox", "durable"),
+    ),
+    (
+        "Powertools shims",
+        "Powertools' names at Powertools' paths (thin re-exports), and the package's face",
+        (
+            "*",
+            "base",
+            "idempotency",
+            "hook",
+            "persistence.base",
+            "persistence.cache",
+        ),
+    ),
+    (
+        "tools",
+        "the CLI, the test kit, the pytest plugin",
+        ("cli", "__main__", "testing", "pytest_plugin"),
+    ),
+)
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """Return the dotted name of a module file of ``package``."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(tree: ast.Module, name: str, is_package: bool, modules: set[str]) -> set[str]:
+    """Return the package modules that the module ``name`` (parsed as ``tree``) imports.
+
+    Parent packages of an imported module count, except the top package and the packages
+    ``name`` itself lies in.
+    """
+    base = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                anchor = base.rsplit(".", node.level - 1)[0] if node.level > 1 else base
+                source = f"{anchor}.{source}" if source else anchor
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                found.add(submodule if submodule in modules else source)
+    own = _parents(name) | {name}
+    top = name.partition(".")[0]
+    for target in list(found):
+        found.update(p for p in _parents(target) if p != top and p not in own)
+    return {target for target in found if target in modules and target != name}
+
+
+def _parents(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts))}
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Return, for each module of ``package``, the package modules it imports."""
+    paths = {module_name(path, package): path for path in package.rglob("*.py")}
+    modules = set(paths)
+    return {
+        name: imports_of(
+            ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", modules
+        )
+        for name, path in paths.items()
+    }
+
+
+def folder_of(name: str) -> str:
+    """Return the node that stands for module ``name``: its folder under the package, or itself."""
+    parts = name.split(".")
+    return ".".join(parts[:2])
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Return ``graph`` with each folder under the package made one node."""
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        node = folders.setdefault(folder_of(name), set())
+        node.update(folder_of(t) for t in targets)
+    for node, targets in folders.items():
+        targets.discard(node)
+    return folders
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def layer_of(name: str) -> int:
+    """Return the index in `LAYERS` of module ``name`` (a dotted name under the package).
+
+    The longest entry that names the module or a package above it decides.
+
+    Raises:
+        LookupError: No layer names it.
+    """
+    short = name.partition(".")[2] or "*"
+    matches = [
+        (len(member), number)
+        for number, (_, _, members) in enumerate(LAYERS)
+        for member in members
+        if short == member or short.startswith(member + ".")
+    ]
+    if not matches:
+        raise LookupError(f"{name} is in no layer of scripts/import_graph.py's LAYERS")
+    return max(matches)[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Return each import that goes from a layer to a later one, as ``a -> b``."""
+    return [
+        f"{name} -> {target}"
+        for name in sorted(graph)
+        for target in sorted(graph[name])
+        if layer_of(target) > layer_of(name)
+    ]
+
+
+def _node_id(name: str) -> str:
+    return "m_" + (name.partition(".")[2].replace(".", "_") or "top")
+
+
+def _label(name: str) -> str:
+    short = name.partition(".")[2]
+    if not short:
+        return f"{NAME}/__init__"
+    return short + ("/" if (PACKAGE / short).is_dir() else ".py")
+
+
+def draw(graph: dict[str, set[str]]) -> str:
+    """Return the layer table and the drawing (files as nodes, a folder under the package as
+    one node, grouped by layer, the highest first) as Markdown with a mermaid block."""
+    folders = folder_graph(graph)
+    lines = ["| layer | modules | job |", "| --- | --- | --- |"]
+    for name, job, members in reversed(LAYERS):
+        shown = ", ".join(f"`{NAME}/__init__`" if m == "*" else f"`{m}`" for m in members)
+        lines.append(f"| {name} | {shown} | {job} |")
+    lines += ["", "```mermaid", "flowchart TB"]
+    layers: dict[str, int] = {}
+    for name in graph:  # a folder stands in the lowest layer of its modules
+        node = folder_of(name)
+        layers[node] = min(layers.get(node, len(LAYERS)), layer_of(name))
+    for number in reversed(range(len(LAYERS))):
+        lines.append(f'  subgraph L{number}["{LAYERS[number][0]}"]')
+        lines.extend(
+            f'    {_node_id(node)}["{_label(node)}"]'
+            for node in sorted(folders)
+            if layers[node] == number
+        )
+        lines.append("  end")
+    lines.extend(
+        f"  {_node_id(node)} --> {_node_id(target)}"
+        for node in sorted(folders)
+        for target in sorted(folders[node])
+    )
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Print the drawing, or write it to `OUTPUT` with ``--write``."""
+    text = draw(import_graph())
+    if argv[1:] == ["--write"]:
+        OUTPUT.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
