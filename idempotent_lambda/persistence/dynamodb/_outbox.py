@@ -1,11 +1,14 @@
 """The outbox's items in the idempotency table: written with a record, read and marked published.
 
 `OutboxMethods.outbox_item_key` and `OutboxMethods.outbox_put` are the only ones an invocation
-uses (they build a write for the record's transaction, no request). The publisher reads items
+uses (they build a write for the record's transaction, no request). The publisher reads events
 with one consistent ``BatchGetItem`` per 100 (one key at a time when a batch is refused, so a
 denied or broken item fails alone) and marks each published with a conditional ``UpdateItem``;
 the sweeper reads the sparse index of unpublished items (`outbox_pending_keys`); operators list
 them (``Scan``, or ``Query`` in composite-key mode) and read one.
+
+About 400 lines: the item's mapping to an event (`event_item`, `read_event`) is here, with every
+request that reads or writes an outbox item, so that nothing above the store sees an item.
 """
 
 from __future__ import annotations
