@@ -1,5 +1,7 @@
-"""One outbox event: its id, its item in the idempotency table, its ``PutEvents`` entry.
+"""The outbox's stored format: an event, its id, its item's key and attributes, its entry.
 
+It imports only the errors and the standard library, so the stores read it without loading the
+outbox; the DynamoDB store maps items onto `OutboxEvent` (`persistence/dynamodb/_outbox.py`).
 The item is a stored format (see the Outbox guide, "The outbox item"). Its key, in the attribute
 that holds idempotency keys, is ``<record key>#outbox#<slot>`` (``<key prefix>#outbox#<slot>``
 for a body run without a record): it starts with the record's key, so an IAM
