@@ -5,27 +5,13 @@ drawing in the docs is the graph as it is. The reading and the layers are script
 from __future__ import annotations
 
 import ast
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from scripts import import_graph as graph_script
 
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts/import_graph.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-graph_script = _load_script()
 cycles = graph_script.cycles
 imports_of = graph_script.imports_of
 
