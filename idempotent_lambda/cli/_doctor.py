@@ -25,6 +25,7 @@ from idempotent_lambda.cli._answers import ask
 from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
 from idempotent_lambda.cli._doctor_outbox import outbox_checks
 from idempotent_lambda.cli._output import CliError, Screen, escape_text
+from idempotent_lambda.persistence._aws import error_details
 
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
@@ -227,12 +228,12 @@ def _role_checks(args: argparse.Namespace, client: Any, table_arn: str) -> list[
             return []
         return permissions(_role_statements(args, client, role), table_arn, role)
     except ClientError as exc:
-        error = exc.response.get("Error", {})
+        code = error_details(exc)[0] or "error"
         return [
             Check(
                 "permissions",
                 WARN,
-                f"could not read the role's policies: {error.get('Code', 'error')} on "
+                f"could not read the role's policies: {code} on "
                 f"{exc.operation_name}; the role's grants were not checked",
                 "allow doctor's role iam:ListRolePolicies, iam:GetRolePolicy, "
                 "iam:ListAttachedRolePolicies, iam:GetPolicy, iam:GetPolicyVersion (and "

@@ -174,10 +174,5 @@ def _backlog(store: Any) -> Check:
     return backlog(ages, full=len(found) >= BACKLOG_PAGE)
 
 
-def _cause(error: BaseException) -> str:
-    response = getattr(error.__cause__, "response", None)
-    if isinstance(response, Mapping):
-        code = response.get("Error", {}).get("Code")
-        if code:
-            return str(code)
-    return type(error.__cause__ or error).__name__
+def _cause(error: IdempotencyPersistenceLayerError) -> str:
+    return error.error_code or type(error.__cause__ or error).__name__

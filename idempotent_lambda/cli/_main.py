@@ -15,6 +15,7 @@ from idempotent_lambda import __version__
 from idempotent_lambda.cli import _doctor, _keys, _outbox, _records
 from idempotent_lambda.cli._output import ERROR, INTERRUPTED, CliError, Screen
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
+from idempotent_lambda.persistence._aws import error_details
 
 Command = Callable[[argparse.Namespace, Screen], int]
 
@@ -96,8 +97,8 @@ def explain(exc: BaseException, *, table: str | None, endpoint: str | None) -> s
         exc = exc.__cause__
     where = endpoint or "AWS"
     if isinstance(exc, bce.ClientError):
-        error = exc.response.get("Error", {})
-        code, message = error.get("Code", "Unknown"), error.get("Message", "")
+        code, message = error_details(exc)
+        code = code or "Unknown"
         if code == "ResourceNotFoundException":
             return f"table {table!r} not found at {where} ({message})" if table else message
         if code in _CREDENTIAL_CODES:

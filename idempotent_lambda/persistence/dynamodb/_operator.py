@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
 from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
+from idempotent_lambda.persistence._aws import error_details
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -346,9 +347,9 @@ def create_idempotency_table(
             TimeToLiveSpecification={"Enabled": True, "AttributeName": expiry_attr},
         )
     except client.exceptions.ClientError as exc:
-        error = exc.response.get("Error", {})
-        if "already enabled" not in error.get("Message", "").lower():
-            code = error.get("Code", "unknown")
+        code, message = error_details(exc)
+        if "already enabled" not in message.lower():
+            code = code or "unknown"
             logger.warning("could not enable TTL on %s.%s: %s", table_name, expiry_attr, code)
     return created
 
