@@ -12,8 +12,7 @@ import os
 import sys
 from typing import Any
 
-from idempotent_lambda.cli._adapters import ADAPTERS
-from idempotent_lambda.cli._dry_run import NO_KEY_MATERIAL, Derived, DryRun
+from idempotent_lambda.cli._dry_run import ADAPTERS, NO_KEY_MATERIAL, Derived, DryRun
 from idempotent_lambda.cli._output import ERROR, NOT_FOUND, OK, CliError, Screen
 from idempotent_lambda.cli._settings import key_settings
 

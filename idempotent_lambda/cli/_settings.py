@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idempotent_lambda._setup import DecoratorSetup, setup_of
-from idempotent_lambda.cli._adapters import ADAPTERS
-from idempotent_lambda.cli._dry_run import environment
+from idempotent_lambda.cli._dry_run import ADAPTERS, environment
 from idempotent_lambda.cli._output import CliError
 from idempotent_lambda.config import IdempotencyConfig
 
