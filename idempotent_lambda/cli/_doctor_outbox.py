@@ -11,7 +11,8 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
+from idempotent_lambda.cli._output import FAIL, WARN, Check
+from idempotent_lambda.cli._output import OK_CHECK as OK
 from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
 from idempotent_lambda.outbox._event import EMITTED_AT, OUTBOX_INDEX, PENDING
 
@@ -36,7 +37,7 @@ INDEX_FIX = (
 
 def outbox_checks(args: argparse.Namespace, table: Mapping[str, Any]) -> list[Check]:
     """Return the outbox findings for ``table`` (none when it does not use the outbox)."""
-    from idempotent_lambda.cli._records import store_from
+    from idempotent_lambda.cli._connection import store_from
 
     index = next(
         (

@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
+from idempotent_lambda.cli._connection import client_from, other_client, store_from
 from idempotent_lambda.cli._output import (
     NOT_FOUND,
     OK,
@@ -17,7 +18,6 @@ from idempotent_lambda.cli._output import (
     iso,
     relative,
 )
-from idempotent_lambda.cli._records import client_from, store_from
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
 from idempotent_lambda.outbox._event import event_id
 
@@ -74,14 +74,13 @@ def republish(args: argparse.Namespace, screen: Screen) -> int:
     `event_keys.OUTBOX_EVENT` runs it once whatever the count. The bulk form sends only events
     still unpublished when it reads them (a consistent read just before sending).
     """
-    from idempotent_lambda.cli._doctor import _other_client
     from idempotent_lambda.metrics import EMFMetrics
     from idempotent_lambda.outbox._publisher import Publisher
 
     if (args.event_id is None) == (args.older_than is None):
         raise CliError("give either EVENT_ID or --older-than SECONDS")
     store = store_from(args)
-    events = _other_client(args, client_from(args), "events")
+    events = other_client(args, client_from(args), "events")
     publisher = Publisher(
         store,
         events_client=events,

@@ -14,8 +14,10 @@ import json
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from idempotent_lambda._record_format import POWERTOOLS, POWERTOOLS_IN_PROGRESS
@@ -31,6 +33,20 @@ PROGRESS_INTERVAL_S = 1.0
 # C0 controls (newline too), DEL, C1 controls, the bidi controls and the line separators.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _ERASE_LINE = "\r\033[K"
+
+
+#: How a doctor finding stands (``OK`` is taken: the exit code).
+OK_CHECK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor finding: what was checked, how it stands, and what to do about it."""
+
+    check: str
+    status: str
+    detail: str
+    fix: str | None = None
 
 
 class CliError(Exception):
@@ -407,3 +423,30 @@ def confirm(question: str) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def text(check: Check, *, width: int | None = None) -> str:
+    """Return the lines a person reads for ``check``, every field escaped.
+
+    The one place where doctor's text meets the terminal: a detail quotes AWS's answers
+    (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
+    may fill with escape sequences or bidi controls. With ``width`` (a terminal's), the check
+    and its fix wrap under their own text; words such as ARNs are never broken.
+    """
+    line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
+    lines = [_wrapped(line, width, "      ")]
+    if check.fix is not None:
+        lines.append(_wrapped(f"      fix: {escape_text(check.fix)}", width, " " * 11))
+    return "\n".join(lines)
+
+
+def _wrapped(line: str, width: int | None, indent: str) -> str:
+    if width is None:
+        return line
+    return textwrap.fill(
+        line,
+        width=max(width - 1, 40),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

@@ -9,14 +9,13 @@ or the native one), so one table written by both shows and repairs as one.
 from __future__ import annotations
 
 import argparse
-import inspect
-import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda.cli._connection import client_from, store_from
 from idempotent_lambda.cli._output import (
     NOT_FOUND,
     OK,
@@ -36,7 +35,7 @@ from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer, _op
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 #: What `records delete` cannot reach: results cached in the memory of warm instances.
 LOCAL_CACHE_NOTE = (
@@ -47,61 +46,6 @@ LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
 #: On a narrow terminal the key gives way first (cut in its middle), then the owner; the status,
 #: the lease and the times stay whole.
 KEY_FIRST = (0, 4)
-
-
-# --- the table and its client ---------------------------------------------------------------
-
-
-def store_attribute_defaults() -> dict[str, str | None]:
-    """Return the attribute-name options of `DynamoDBPersistenceLayer` and their defaults."""
-    parameters = inspect.signature(DynamoDBPersistenceLayer).parameters.values()
-    return {p.name: p.default for p in parameters if p.name.endswith("_attr")}
-
-
-def store_from(args: argparse.Namespace) -> DynamoDBPersistenceLayer:
-    """Return the store the options describe, on a client built from them."""
-    if args.sort_key_attr and not args.static_pk_value:
-        raise CliError(
-            "--sort-key-attr needs --static-pk-value: the store's partition value, "
-            "'idempotency#<function name>' unless the functions set static_pk_value"
-        )
-    return DynamoDBPersistenceLayer(
-        args.table,
-        static_pk_value=args.static_pk_value or None,
-        boto3_client=client_from(args),
-        **{name: getattr(args, name) for name in store_attribute_defaults()},
-    )
-
-
-def endpoint_of(args: argparse.Namespace) -> str | None:
-    """Return the endpoint the client talks to, when it is not AWS itself."""
-    endpoint: str | None = getattr(args, "endpoint_url", None)
-    return (
-        endpoint
-        or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
-        or os.environ.get("AWS_ENDPOINT_URL")  # boto3 honours it for every service
-        or None
-    )
-
-
-def client_from(args: argparse.Namespace) -> DynamoDBClient:
-    """Build a `dynamodb` client; a local endpoint without a region gets `us-east-1`.
-
-    Its timeouts are longer than a function's: a page of a scan may take a while.
-    """
-    import boto3.session
-    from botocore.config import Config
-
-    session = boto3.session.Session(profile_name=args.profile)
-    region = args.region or session.region_name or ("us-east-1" if endpoint_of(args) else None)
-    if region is None:
-        raise CliError("no AWS region: pass --region or set AWS_REGION")
-    config = Config(
-        retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30
-    )
-    return session.client(
-        "dynamodb", region_name=region, endpoint_url=args.endpoint_url, config=config
-    )
 
 
 # --- the commands ---------------------------------------------------------------------------
