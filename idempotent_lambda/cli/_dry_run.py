@@ -2,7 +2,7 @@
 
 The decorator or adapter runs on a throwaway `InMemoryPersistenceLayer`, around a stand-in body
 that does nothing and carries the real handler's module and qualified name (the handler itself
-never runs; `_settings` reads an imported handler's settings). The key is the one that decorator
+never runs; `_keys` reads an imported handler's settings). The key is the one that decorator
 claimed, with its record format, prefix and scope rules, so it cannot drift from them. No key is
 returned, with the reason, where the key depends on a field the event lacks (an API Gateway
 event without its `requestContext`, a batch record without its source) or where the adapter

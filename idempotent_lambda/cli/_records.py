@@ -29,9 +29,10 @@ from idempotent_lambda.cli._output import (
     relative,
     row,
     view,
-    with_result,
 )
+from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer, _operator
+from idempotent_lambda.persistence.dynamodb._record_view import RecordView
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ LOCAL_CACHE_NOTE = (
     "note: functions with use_local_cache=True may replay this result from a warm instance's "
     "memory until that instance is recycled or the record's expiry passes"
 )
+#: The record format a view assumes when not told (``records get --record-format``): the
+#: config's default, as the functions have it unless they set one.
+RECORD_FORMAT = IdempotencyConfig().record_format
 LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
 #: On a narrow terminal the key gives way first (cut in its middle), then the owner; the status,
 #: the lease and the times stay whole.
@@ -64,7 +68,7 @@ def list_records(args: argparse.Namespace, screen: Screen) -> int:
     table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     for records in scan.pages():
         views = [
-            view(r, now_ms=now, cutoff_ms=cutoff)
+            view(RecordView.of(r, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff)
             for r in records
             if (not args.stuck or is_stuck(r, cutoff))
             and (not args.status or r.effective_status(now).value == args.status)
@@ -90,17 +94,16 @@ def get_record(args: argparse.Namespace, screen: Screen) -> int:
 
     A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
     """
-    record = store_from(args).inspect(args.key)
-    if record is None:
+    found = store_from(args).read(args.key, args.record_format or RECORD_FORMAT)
+    if found is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
-    shown = view(record, now_ms=now, cutoff_ms=cutoff, record_format=args.record_format)
-    if args.data:
-        shown = with_result(shown, record, record_format=args.record_format)
+    shown = view(found, now_ms=now, cutoff_ms=cutoff, data=args.data)
     if args.json:
         screen.json(shown)
     else:
-        screen.out(detail(shown, hidden=record.response_data is not None and not args.data))
+        hidden = found.record.response_data is not None and not args.data
+        screen.out(detail(shown, hidden=hidden))
     return OK
 
 
@@ -121,7 +124,7 @@ def delete_record(args: argparse.Namespace, screen: Screen) -> int:
             f"record {args.key!r} is IN_PROGRESS with a live lease{ends}: an invocation may be "
             "running it; wait for the lease to end, or pass --force"
         )
-    shown = view(deleted, now_ms=now, cutoff_ms=cutoff)
+    shown = view(RecordView.of(deleted, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff)
     if args.json:
         screen.json({"deleted": True, "record": shown})
     else:
@@ -142,7 +145,11 @@ def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
     table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     counts = {"released": 0, "changed": 0, "invalid": 0}
     for records in scan.pages():
-        views = [(r, view(r, now_ms=now, cutoff_ms=cutoff)) for r in records if is_stuck(r, cutoff)]
+        views = [
+            (r, view(RecordView.of(r, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff))
+            for r in records
+            if is_stuck(r, cutoff)
+        ]
         scan.matched += len(views)
         if not args.yes and not args.json:
             table.add([row(shown) for _, shown in views])
