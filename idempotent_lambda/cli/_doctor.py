@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from idempotent_lambda.cli import _answers, _connection
 from idempotent_lambda.cli._answers import ask
 from idempotent_lambda.cli._connection import other_client
-from idempotent_lambda.cli._doctor_outbox import outbox_checks
+from idempotent_lambda.cli._outbox import outbox_checks
 from idempotent_lambda.cli._output import FAIL, WARN, Check, CliError, Screen, text
 from idempotent_lambda.cli._output import OK_CHECK as OK
 from idempotent_lambda.persistence._aws import error_details
