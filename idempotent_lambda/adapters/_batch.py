@@ -23,8 +23,9 @@ each through the engine and answers with Lambda's partial batch response,
 - A record's key is scoped to its source (queue, stream, cluster) unless the adapter is told
   `source_scope="shared"`; see `idempotent_lambda.adapters._batch_source`.
 
-A new source declares what sets it apart in a `BatchSource`, and its adapter calls
-`batch_decorator` with it: `idempotent_lambda.adapters.kinesis` is one, in full.
+A new source declares what sets it apart in a `BatchSource`, and its adapter hands it to
+`batch_adapter` (`_batch_exports`), which calls `batch_decorator`:
+`idempotent_lambda.adapters.kinesis` is one, in full.
 """
 
 from __future__ import annotations
