@@ -44,6 +44,7 @@ __all__ = [
     "base64_field",
     "check_source_scope",
     "records_list",
+    "records_one_by_one",
     "time_field",
 ]
 
