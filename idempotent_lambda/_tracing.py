@@ -243,22 +243,20 @@ def current_traceparent() -> str | None:
 def event_parent(payload: Any, attributes: dict[str, str] | None = None) -> Context | None:
     """Return the trace context an outbox event carries; None when ``payload`` carries none.
 
-    The event is ``payload`` itself (an EventBridge rule invoking the function) or the JSON
-    body of an SQS message (a rule targeting a queue); the publisher puts the context at
-    ``detail.outbox.traceparent``, beside the event id. ``attributes`` gets the event's id as
-    ``messaging.message.id``.
+    ``payload`` is the event (an EventBridge rule invoking the function), or its JSON text
+    where a batch source says a record carries it that way (an SQS message's body, for a rule
+    targeting a queue: `idempotent_lambda.adapters._batch_source.BatchSource.carrier`). The
+    publisher puts the context at ``detail.outbox.traceparent``, beside the event id.
+    ``attributes`` gets the event's id as ``messaging.message.id``.
     """
+    if isinstance(payload, str) and '"traceparent"' in payload:
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return None
     if not isinstance(payload, dict):  # events arrive as JSON objects
         return None
     detail = payload.get("detail")
-    if detail is None and payload.get("eventSource") == "aws:sqs":
-        body = payload.get("body")
-        if not isinstance(body, str) or '"traceparent"' not in body:
-            return None
-        try:
-            detail = json.loads(body).get("detail")
-        except (ValueError, AttributeError):
-            return None
     if not isinstance(detail, dict):
         return None
     from idempotent_lambda._outbox_format import DETAIL_KEY

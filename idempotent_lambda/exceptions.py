@@ -79,7 +79,17 @@ class IdempotencyAlreadyInProgressError(IdempotencyError):
 
 
 class IdempotencyPersistenceLayerError(IdempotencyError):
-    """The persistence store failed; the underlying error is chained as ``__cause__``."""
+    """The persistence store failed; the underlying error is chained as ``__cause__``.
+
+    Attributes:
+        error_code: The AWS error code behind it (``"ThrottlingException"``, or botocore's
+            exception class name where the service gave none), so a caller can branch on it
+            without reading botocore's response; None when no AWS call failed.
+    """
+
+    def __init__(self, *args: object, error_code: str | None = None) -> None:
+        super().__init__(*args)
+        self.error_code = error_code
 
 
 class IdempotencyWriteConflictError(IdempotencyPersistenceLayerError):

@@ -23,8 +23,9 @@ each through the engine and answers with Lambda's partial batch response,
 - A record's key is scoped to its source (queue, stream, cluster) unless the adapter is told
   `source_scope="shared"`; see `idempotent_lambda.adapters._batch_source`.
 
-A new source declares what sets it apart in a `BatchSource`, and its adapter calls
-`batch_decorator` with it: `idempotent_lambda.adapters.kinesis` is one, in full.
+A new source declares what sets it apart in a `BatchSource`, and its adapter hands it to
+`batch_adapter` (`_batch_exports`), which calls `batch_decorator`:
+`idempotent_lambda.adapters.kinesis` is one, in full.
 """
 
 from __future__ import annotations
@@ -143,16 +144,12 @@ def batch_decorator(
 ) -> Callable[[Callable[[RecordT, Any], object]], BatchHandler]:
     """Check a batch adapter's options and return the decorator of per-record handlers.
 
+    The options come from a public decorator's signature, which has already refused an unknown
+    or missing one.
+
     Raises:
-        TypeError: An option that `BatchOptions` does not name, or no ``persistence_store``,
-            as a function with these keyword parameters would.
         IdempotencyConfigError: An option is unusable (at decoration time).
     """
-    unknown = sorted(set(options) - set(BatchOptions.__annotations__))
-    if unknown:
-        raise TypeError(f"{source.name} batch decorator got an unexpected keyword {unknown[0]!r}")
-    if "persistence_store" not in options:
-        raise TypeError(f"{source.name} batch decorator needs persistence_store=")
     persistence_store = options["persistence_store"]
     config = options.get("config")
     key_prefix = options.get("key_prefix")
@@ -428,6 +425,7 @@ class _Record(Generic[RecordT]):
         self.batch = batch
         self.event = event
         self.raw = raw
+        self.carrier = batch.source.carrier(raw)  # where tracing looks for an outbox event
         self.context = context
         self.prefix = prefix
         self._parsed: tuple[RecordT] | None = None
@@ -478,14 +476,14 @@ class _Record(Generic[RecordT]):
 
     def flow(self, known: IdempotencyRecord | None) -> RecordFlow:
         """Start the record's flow, to be carried out step by step by a pipelined lane."""
-        flow = self.batch.call.enter(self.context, self.deriver, known, carrier=self.raw)
+        flow = self.batch.call.enter(self.context, self.deriver, known, carrier=self.carrier)
         return RecordFlow(flow, self.body.run)
 
     def run(self, known: IdempotencyRecord | None) -> BaseException | None:
         """Run the record (``known``: its record from the batch read); return what failed it."""
         try:
             self.batch.call.call(
-                self.context, self.deriver, self.body.run, known=known, carrier=self.raw
+                self.context, self.deriver, self.body.run, known=known, carrier=self.carrier
             )
         except Exception as exc:
             return self.failure(exc)
@@ -495,7 +493,7 @@ class _Record(Generic[RecordT]):
         """Async `run`, for ``async def`` record handlers."""
         try:
             await self.batch.call.acall(
-                self.context, self.deriver, self.body.run_async, known=known, carrier=self.raw
+                self.context, self.deriver, self.body.run_async, known=known, carrier=self.carrier
             )
         except Exception as exc:
             return self.failure(exc)

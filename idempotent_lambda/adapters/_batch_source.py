@@ -11,6 +11,10 @@ the whole raw record when `event_key_jmespath` is empty, so the records Powertoo
 replay (in Powertools' record format, which that scope requires). Missing key material stays
 missing (it is never wrapped), so `raise_on_no_idempotency_key` decides as for any other
 payload.
+
+`BATCH_SOURCES` is the registry: the modules that each declare one source as ``SOURCE``. The
+CLI's list of decorators and its `key` dry run read them from there, so adding a source is one
+module and one line in it.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from idempotent_lambda.exceptions import (
 )
 
 __all__ = [
+    "BATCH_SOURCES",
     "SOURCE_SCOPES",
     "BatchSource",
+    "Probe",
     "at",
     "base64_field",
     "check_source_scope",
     "records_list",
+    "records_one_by_one",
     "time_field",
 ]
 
@@ -47,6 +54,19 @@ Raw = Mapping[str, Any]
 #: The values of ``source_scope``: keys per source (the default), one key space for all, or the
 #: keys Powertools' per-record ``idempotent_function`` stored (see the module).
 SOURCE_SCOPES = ("source", "shared", "powertools")
+
+#: The modules under `idempotent_lambda.adapters` that each declare one batch source as
+#: ``SOURCE``, in the order the CLI lists them.
+BATCH_SOURCES = ("sqs", "dynamodb_stream", "kinesis", "kafka")
+
+Probe = tuple[tuple[str | int, ...], str]
+"""A field an event may lack (its path), and a value of the right shape to stand in for it."""
+#: Where a ``Records`` event names a record's source; the stand-in has the shape of a stream
+#: ARN, which every such source reads.
+_RECORD_ARN: Probe = (
+    ("Records", 0, "eventSourceARN"),
+    "arn:aws:dynamodb:us-east-1:000000000000:table/probe/stream/probe",
+)
 
 
 def at(*path: str) -> Callable[[Raw], Any]:
@@ -134,6 +154,18 @@ def _independent(raw: Raw) -> Hashable | None:
     return None
 
 
+def _no_carrier(raw: Raw) -> Any:
+    return None
+
+
+def records_one_by_one(event: Any) -> list[tuple[dict[str, Any], Any]]:
+    """Cut a ``Records`` event into one event per record, each with its raw record."""
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    if not isinstance(records, list):
+        return []
+    return [({**event, "Records": [raw]}, raw) for raw in records]
+
+
 def _record_arn(event: Any, raw: Raw) -> object:
     return raw.get("eventSourceARN")
 
@@ -144,6 +176,7 @@ class BatchSource(Generic[RecordT]):
 
     Attributes:
         name: Source name in log lines (``"sqs"``, ``"kinesis"``).
+        decorator: The public decorator's name (``"idempotent_sqs_handler"``).
         parse: Raw record -> the typed record the handler receives; raises `MalformedRecordError`.
         identifier: Raw record -> its identifier, a non-empty string; a record without one
             cannot be reported alone, so its batch is reported failed whole.
@@ -158,9 +191,17 @@ class BatchSource(Generic[RecordT]):
             batch of such records skips the up-front read. None: always read.
         records: ``(event, name)`` -> the raw records; raises `MalformedEventError`.
         report_as: Raw record -> its ``itemIdentifier`` in the answer; None: the identifier.
+        carrier: Raw record -> what may carry an outbox event's trace context: the event, or
+            its JSON text (`idempotent_lambda._tracing.event_parent`); None: nothing does.
+        event_shape: What the event is, for the error when an event is not one.
+        scope_field: Where the event names a record's source (its key includes it).
+        one_by_one: Event -> one event per record, each with its raw record; empty when the
+            event holds no records (the CLI's ``key`` dry run runs each alone).
+        scope_probes: Event -> the fields naming the source, each with a stand-in value.
     """
 
     name: str
+    decorator: str
     parse: Callable[[Raw], RecordT]
     identifier: Callable[[Raw], object]
     default_key: Callable[[Raw], Any]
@@ -170,6 +211,11 @@ class BatchSource(Generic[RecordT]):
     first_delivery: Callable[[Raw], bool] | None = None
     records: Callable[[Any, str], list[Any]] = records_list
     report_as: Callable[[Raw], Any] | None = None
+    carrier: Callable[[Raw], Any] = _no_carrier
+    event_shape: str = "an object with a non-empty Records list"
+    scope_field: str = "the record's eventSourceARN"
+    one_by_one: Callable[[Any], list[tuple[dict[str, Any], Any]]] = records_one_by_one
+    scope_probes: Callable[[Any], list[Probe]] = lambda event: [_RECORD_ARN]
 
     def identify(self, raw: object) -> str | None:
         """Return a raw record's identifier; None when it has none."""

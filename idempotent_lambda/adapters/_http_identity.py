@@ -42,6 +42,11 @@ from idempotent_lambda.adapters._http_request import (
     parse_request,
     read_key,
 )
+from idempotent_lambda.adapters._http_response import (
+    CallerUnknownError,
+    RejectedError,
+    malformed,
+)
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
@@ -50,11 +55,6 @@ from idempotent_lambda.exceptions import (
 )
 from idempotent_lambda.persistence.protocol import PersistenceStore
 
-#: ``type`` of the problems the Idempotency-Key draft defines (missing or invalid key, key reuse,
-#: concurrent request); other problems use ``about:blank`` (RFC 9457: the title says it all).
-IDEMPOTENCY_PROBLEM_TYPE = (
-    "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/"
-)
 #: ``(source, part, ...)``: the source tags the id, so one string from two sources never matches.
 Caller = tuple[str, ...]
 CallerOption = str | Callable[[Any], "str | None"] | None
@@ -66,41 +66,6 @@ _JWT_CLAIMS = (("sub", "jwt"), ("client_id", "jwt-client"), ("azp", "jwt-azp"))
 #: What API Gateway adds beside an authorizer's context: not a sign of an authenticated caller.
 _NOT_IDENTITIES = frozenset({"integrationLatency"})
 _OIDC_HEADERS = ("x-amzn-oidc-data", "x-amzn-oidc-accesstoken", "x-amzn-oidc-identity")
-
-
-class RejectedError(Exception):
-    """Answer with a problem response (400, or 500 for an unknown caller); the handler won't run.
-
-    ``reason`` tags the log line; ``field`` says where an unknown caller was expected.
-    """
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        title: str,
-        detail: str,
-        *,
-        problem_type: str = IDEMPOTENCY_PROBLEM_TYPE,
-        field: str = "",
-    ) -> None:
-        super().__init__(status, reason)
-        self.status, self.reason, self.title, self.detail = status, reason, title, detail
-        self.problem_type, self.field = problem_type, field
-
-
-def _malformed(detail: str) -> RejectedError:
-    return RejectedError(
-        400, "malformed-event", "Malformed request", detail, problem_type="about:blank"
-    )
-
-
-class CallerUnknownError(Exception):
-    """The request is authenticated, but no caller can be read from where ``field`` says."""
-
-    def __init__(self, field: str) -> None:
-        super().__init__(field)
-        self.field = field
 
 
 class IdentityReader:
@@ -146,7 +111,7 @@ class IdentityReader:
             request = parse_request(event, self.header)
             key = read_key(request.key_values)
         except MalformedEventError as exc:
-            raise _malformed(str(exc)) from None
+            raise malformed(str(exc)) from None
         except InvalidKeyError as exc:
             raise RejectedError(
                 400, "invalid-key", f"{self.header_name} is invalid", str(exc)
@@ -202,7 +167,7 @@ class IdentityReader:
         try:
             return self.callers.derive(event)
         except MalformedEventError as exc:
-            raise _malformed(str(exc)) from None
+            raise malformed(str(exc)) from None
         except CallerUnknownError as exc:
             raise RejectedError(
                 500,

@@ -31,26 +31,26 @@ authenticated setup gets.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, ParamSpec, TypeVar
 
 from idempotent_lambda._clock import Clock
 from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._entry import Entry, keyword_only, locate_event, wrap
 from idempotent_lambda._setup import exposing
-from idempotent_lambda.adapters._http_identity import (
+from idempotent_lambda.adapters._http_identity import CallerOption, CallerPolicy, IdentityReader
+from idempotent_lambda.adapters._http_request import Family, family_of
+from idempotent_lambda.adapters._http_response import (
     IDEMPOTENCY_PROBLEM_TYPE,
-    CallerOption,
-    CallerPolicy,
-    IdentityReader,
+    CookielessSerializer,
     RejectedError,
+    mark_replayed,
+    problem,
+    status_of,
 )
-from idempotent_lambda.adapters._http_request import Family, Shape, family_of
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -71,8 +71,6 @@ logger = logging.getLogger("idempotent_lambda")
 
 StorePolicy = bool | Callable[[int], bool]
 
-PROBLEM_CONTENT_TYPE = "application/problem+json"
-REPLAYED_HEADER = "Idempotent-Replayed"
 #: RFC 9110's safe methods: they change nothing, so there is nothing to deduplicate. ``OPTIONS``
 #: is also what a browser's CORS preflight sends, without the key header.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -323,46 +321,6 @@ def _log_misconfigured(log: Any, function: str, error: IdempotencyConfigError) -
     )
 
 
-def problem(
-    family: Family,
-    status: int,
-    title: str,
-    detail: str,
-    *,
-    problem_type: str = "about:blank",
-    retry_after: int | None = None,
-) -> dict[str, Any]:
-    """Return an ``application/problem+json`` response (RFC 9457) in the event's family."""
-    body = json.dumps(
-        {"type": problem_type, "title": title, "status": status, "detail": detail},
-        separators=(",", ":"),
-    )
-    headers = {"Content-Type": PROBLEM_CONTENT_TYPE, "Cache-Control": "no-store"}
-    if retry_after is not None:
-        headers["Retry-After"] = str(retry_after)
-    response: dict[str, Any] = {"statusCode": status}
-    if family.shape is Shape.ALB:
-        response["statusDescription"] = f"{status} {HTTPStatus(status).phrase}"
-    if family.multi_value:
-        response["multiValueHeaders"] = {name: [value] for name, value in headers.items()}
-    else:
-        response["headers"] = headers
-    response["body"] = body
-    response["isBase64Encoded"] = False
-    return response
-
-
-def status_of(response: Any) -> int:
-    """Return a handler response's status; 200 when it has none (what HTTP API infers)."""
-    if isinstance(response, Mapping):
-        code = response.get("statusCode")
-        if isinstance(code, int) and not isinstance(code, bool):
-            return code
-        if isinstance(code, str) and code.isascii() and code.isdigit():
-            return int(code)
-    return 200
-
-
 def _storable(policy: StorePolicy) -> Callable[[Any], bool]:
     """Return the engine's ``store_result_if``: no 5xx; 4xx as ``policy`` says; the rest yes."""
 
@@ -377,73 +335,3 @@ def _storable(policy: StorePolicy) -> Callable[[Any], bool]:
         return True
 
     return store_result_if
-
-
-class CookielessSerializer:
-    """Store a response without ``Set-Cookie`` headers or the v2 ``cookies`` list.
-
-    A cookie usually carries a session: replaying it would hand one client's session to whoever
-    retries with the same key. The first response is returned untouched; only the stored copy,
-    and so every replay, goes without cookies.
-    """
-
-    def to_dict(self, data: Any) -> Any:
-        """Return ``data`` without cookies (the same object when it has none)."""
-        if not isinstance(data, Mapping):
-            return data
-        stripped: dict[Any, Any] | None = None
-        for field in ("headers", "multiValueHeaders"):
-            headers = data.get(field)
-            if isinstance(headers, Mapping) and any(_is_set_cookie(name) for name in headers):
-                stripped = stripped if stripped is not None else dict(data)
-                stripped[field] = {k: v for k, v in headers.items() if not _is_set_cookie(k)}
-        if "cookies" in data:
-            stripped = stripped if stripped is not None else dict(data)
-            del stripped["cookies"]
-        return data if stripped is None else stripped
-
-    def from_dict(self, data: Any) -> Any:
-        """Return the stored response as it is."""
-        return data
-
-
-def _is_set_cookie(name: Any) -> bool:
-    return isinstance(name, str) and name.lower() == "set-cookie"
-
-
-def mark_replayed(response: Any, family: Family) -> Any:
-    """Return a replayed response with ``Idempotent-Replayed: true`` added in the right place.
-
-    A v2 response stored in the inferred format (no ``statusCode``) is spelled out as HTTP API
-    would have sent it; a response of no known form is returned as stored.
-    """
-    if isinstance(response, Mapping) and "statusCode" in response:
-        marked = dict(response)
-        single, multi = marked.get("headers"), marked.get("multiValueHeaders")
-        if isinstance(multi, Mapping) or (family.multi_value and multi is None):
-            marked["multiValueHeaders"] = _with_header(multi or {}, ["true"])
-        if isinstance(single, Mapping) or (not family.multi_value and single is None):
-            marked["headers"] = _with_header(single or {}, "true")
-        return marked
-    if family.shape is Shape.V2 and response is not None:
-        try:
-            body = json.dumps(response)
-        except (TypeError, ValueError):
-            return response
-        return {
-            "statusCode": 200,
-            "headers": {"Content-Type": "application/json", REPLAYED_HEADER: "true"},
-            "body": body,
-            "isBase64Encoded": False,
-        }
-    return response
-
-
-def _with_header(headers: Mapping[Any, Any], value: Any) -> dict[Any, Any]:
-    marked = {
-        name: existing
-        for name, existing in headers.items()
-        if not (isinstance(name, str) and name.lower() == REPLAYED_HEADER.lower())
-    }
-    marked[REPLAYED_HEADER] = value
-    return marked

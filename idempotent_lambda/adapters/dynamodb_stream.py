@@ -48,16 +48,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from idempotent_lambda._entry import keyword_only
-from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
-from idempotent_lambda.adapters._batch import (
+from idempotent_lambda.adapters._batch import BatchHandler
+from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
+from idempotent_lambda.adapters._batch_exports import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
-    BatchHandler,
-    BatchOptions,
-    batch_decorator,
+    batch_adapter,
 )
-from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
 from idempotent_lambda.adapters._batch_source import BatchSource, at, time_field
 from idempotent_lambda.exceptions import MalformedRecordError
 
@@ -66,11 +64,7 @@ if TYPE_CHECKING:
     from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_TIME_SAFETY_MARGIN_MS",
-    "BatchOptions",
     "DynamoDBStreamRecord",
-    "MalformedRecordError",
     "idempotent_stream_handler",
 ]
 __all__ += _batch_exports.__all__  # the names every batch adapter module shares
@@ -192,15 +186,7 @@ def idempotent_stream_handler(
     The options are `BatchOptions`'s, each with its default here. Lanes are items,
     each in sequence order; keys are scoped to the table.
     """
-    options = BatchOptions(
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
-    return exposing("idempotent_stream_handler", options, batch_decorator(STREAM_SOURCE, **options))
+    return batch_adapter(SOURCE, locals())  # the parameters, by name
 
 
 def table_arn(stream_arn: object) -> str | None:
@@ -273,7 +259,8 @@ def _item(raw: Mapping[str, Any]) -> str | None:
         return None
 
 
-STREAM_SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
+SOURCE: BatchSource[DynamoDBStreamRecord] = BatchSource(
+    decorator="idempotent_stream_handler",
     name="dynamodb_stream",
     parse=DynamoDBStreamRecord.from_raw,
     identifier=at("dynamodb", "SequenceNumber"),

@@ -43,15 +43,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from idempotent_lambda._entry import keyword_only
-from idempotent_lambda._setup import exposing
-from idempotent_lambda.adapters._batch import (
+from idempotent_lambda.adapters._batch_exports import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
     BatchOptions,
-    BatchSource,
-    batch_decorator,
+    batch_adapter,
 )
-from idempotent_lambda.adapters._batch_source import base64_field, time_field
+from idempotent_lambda.adapters._batch_source import BatchSource, Probe, base64_field, time_field
 from idempotent_lambda.exceptions import MalformedEventError, MalformedRecordError
 
 if TYPE_CHECKING:
@@ -184,28 +182,43 @@ def idempotent_kafka_handler(
     The options are `BatchOptions`'s, each with its default here. Lanes are
     partitions, each in offset order; keys are scoped to the cluster.
     """
-    options = BatchOptions(
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
-    decorator = exposing(
-        "idempotent_kafka_handler", options, batch_decorator(KAFKA_SOURCE, **options)
-    )
+    decorator = batch_adapter(SOURCE, locals())  # the parameters, by name
     return cast(Callable[[Callable[[KafkaRecord, Any], object]], KafkaBatchHandler], decorator)
+
+
+def _grouped(event: Any) -> Mapping[str, list[Any]] | None:
+    """Return the event's records by topic-partition; None when it has no such map of lists."""
+    grouped = event.get("records") if isinstance(event, Mapping) else None
+    if not isinstance(grouped, Mapping) or not all(isinstance(v, list) for v in grouped.values()):
+        return None
+    return grouped
 
 
 def _records(event: Any, source: str) -> list[Any]:
     """Return the records of every topic-partition, each partition's in the order sent."""
-    grouped = event.get("records") if isinstance(event, Mapping) else None
-    if not isinstance(grouped, Mapping) or not all(isinstance(v, list) for v in grouped.values()):
+    grouped = _grouped(event)
+    if grouped is None:
         raise MalformedEventError(
             f"a {source} batch handler needs an event with a records map of lists"
         )
     return [record for records in grouped.values() for record in records]
+
+
+def _one_by_one(event: Any) -> list[tuple[dict[str, Any], Any]]:
+    """Cut the event into one event per record, each under its topic-partition."""
+    grouped = _grouped(event) or {}
+    return [
+        ({**event, "records": {partition: [raw]}}, raw)
+        for partition, raws in grouped.items()
+        for raw in raws
+    ]
+
+
+def _cluster_probes(event: Any) -> list[Probe]:
+    """An MSK event names its cluster by eventSourceArn; a self-managed one, by its brokers."""
+    if isinstance(event, Mapping) and event.get("eventSource") == "SelfManagedKafka":
+        return [(("bootstrapServers",), "probe-1:9092")]
+    return [(("eventSourceArn",), "arn:aws:kafka:us-east-1:000000000000:cluster/probe/probe")]
 
 
 def _position(raw: Mapping[str, Any]) -> tuple[str, int, int] | None:
@@ -258,8 +271,9 @@ def _cluster(event: Any, raw: Mapping[str, Any]) -> object:
     return event.get("eventSourceArn") or event.get("bootstrapServers")
 
 
-KAFKA_SOURCE: BatchSource[KafkaRecord] = BatchSource(
+SOURCE: BatchSource[KafkaRecord] = BatchSource(
     name="kafka",
+    decorator="idempotent_kafka_handler",
     parse=KafkaRecord.from_raw,
     identifier=_identifier,
     default_key=_default_key,
@@ -267,4 +281,8 @@ KAFKA_SOURCE: BatchSource[KafkaRecord] = BatchSource(
     chain=_partition,
     records=_records,
     report_as=_report_as,
+    event_shape="an object with a records map of non-empty lists (topic-partition: records)",
+    scope_field="the event's eventSourceArn (bootstrapServers for eventSource SelfManagedKafka)",
+    one_by_one=_one_by_one,
+    scope_probes=_cluster_probes,
 )

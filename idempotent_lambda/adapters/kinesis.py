@@ -41,16 +41,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._entry import keyword_only
-from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
-from idempotent_lambda.adapters._batch import (
+from idempotent_lambda.adapters._batch import BatchHandler
+from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
+from idempotent_lambda.adapters._batch_exports import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
-    BatchHandler,
-    BatchOptions,
-    batch_decorator,
+    batch_adapter,
 )
-from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
 from idempotent_lambda.adapters._batch_source import BatchSource, at, base64_field, time_field
 from idempotent_lambda.exceptions import MalformedRecordError
 
@@ -59,11 +57,7 @@ if TYPE_CHECKING:
     from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_TIME_SAFETY_MARGIN_MS",
-    "BatchOptions",
     "KinesisRecord",
-    "MalformedRecordError",
     "idempotent_kinesis_handler",
 ]
 __all__ += _batch_exports.__all__  # the names every batch adapter module shares
@@ -155,17 +149,7 @@ def idempotent_kinesis_handler(
     The options are `BatchOptions`'s, each with its default here. Lanes are partition
     keys, each in sequence order; keys are scoped to the stream.
     """
-    options = BatchOptions(
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
-    return exposing(
-        "idempotent_kinesis_handler", options, batch_decorator(KINESIS_SOURCE, **options)
-    )
+    return batch_adapter(SOURCE, locals())  # the parameters, by name
 
 
 def _data(value: Any) -> bytes:
@@ -193,7 +177,8 @@ def _chain(raw: Mapping[str, Any]) -> Hashable | None:
     return key if isinstance(key, str) else None
 
 
-KINESIS_SOURCE: BatchSource[KinesisRecord] = BatchSource(
+SOURCE: BatchSource[KinesisRecord] = BatchSource(
+    decorator="idempotent_kinesis_handler",
     name="kinesis",
     parse=KinesisRecord.from_raw,
     identifier=_identifier,

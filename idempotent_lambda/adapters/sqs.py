@@ -46,16 +46,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._entry import keyword_only
-from idempotent_lambda._setup import exposing
 from idempotent_lambda.adapters import _batch_exports
-from idempotent_lambda.adapters._batch import (
+from idempotent_lambda.adapters._batch import BatchHandler
+from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
+from idempotent_lambda.adapters._batch_exports import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIME_SAFETY_MARGIN_MS,
-    BatchHandler,
-    BatchOptions,
-    batch_decorator,
+    batch_adapter,
 )
-from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
 from idempotent_lambda.adapters._batch_source import BatchSource, at, base64_field
 from idempotent_lambda.exceptions import MalformedRecordError
 
@@ -64,10 +62,6 @@ if TYPE_CHECKING:
     from idempotent_lambda.persistence.protocol import PersistenceStore
 
 __all__ = [
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_TIME_SAFETY_MARGIN_MS",
-    "BatchOptions",
-    "MalformedRecordError",
     "SQSMessageAttribute",
     "SQSRecord",
     "idempotent_sqs_handler",
@@ -181,15 +175,7 @@ def idempotent_sqs_handler(
     The options are `BatchOptions`'s, each with its default here. Lanes are records,
     or a FIFO queue's message groups, each in order; keys are scoped to the queue.
     """
-    options = BatchOptions(
-        persistence_store=persistence_store,
-        config=config,
-        key_prefix=key_prefix,
-        max_concurrency=max_concurrency,
-        time_safety_margin_ms=time_safety_margin_ms,
-        source_scope=source_scope,
-    )
-    return exposing("idempotent_sqs_handler", options, batch_decorator(SQS_SOURCE, **options))
+    return batch_adapter(SOURCE, locals())  # the parameters, by name
 
 
 def is_fifo_arn(arn: object) -> bool:
@@ -230,11 +216,13 @@ def _chain(raw: Mapping[str, Any]) -> Hashable | None:
 _group = at("attributes", "MessageGroupId")
 _receive_count = at("attributes", "ApproximateReceiveCount")
 
-SQS_SOURCE: BatchSource[SQSRecord] = BatchSource(
+SOURCE: BatchSource[SQSRecord] = BatchSource(
+    decorator="idempotent_sqs_handler",
     name="sqs",
     parse=SQSRecord.from_raw,
     identifier=at("messageId"),
     default_key=at("messageId"),
     chain=_chain,
     first_delivery=lambda raw: _receive_count(raw) == "1",
+    carrier=at("body"),  # an outbox event that a rule put on the queue, as JSON text
 )

@@ -14,17 +14,18 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 from urllib.parse import unquote
 
-from idempotent_lambda.cli import _answers
+from idempotent_lambda.cli import _answers, _connection
 from idempotent_lambda.cli._answers import ask
-from idempotent_lambda.cli._checks import FAIL, OK, WARN, Check
-from idempotent_lambda.cli._doctor_outbox import outbox_checks
-from idempotent_lambda.cli._output import CliError, Screen, escape_text
+from idempotent_lambda.cli._connection import other_client
+from idempotent_lambda.cli._outbox import outbox_checks
+from idempotent_lambda.cli._output import FAIL, WARN, Check, CliError, Screen, text
+from idempotent_lambda.cli._output import OK_CHECK as OK
+from idempotent_lambda.persistence._aws import error_details
 
 #: What every decorated function calls on the table (docs/iam.md), and what batches add.
 REQUIRED_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
@@ -227,12 +228,12 @@ def _role_checks(args: argparse.Namespace, client: Any, table_arn: str) -> list[
             return []
         return permissions(_role_statements(args, client, role), table_arn, role)
     except ClientError as exc:
-        error = exc.response.get("Error", {})
+        code = error_details(exc)[0] or "error"
         return [
             Check(
                 "permissions",
                 WARN,
-                f"could not read the role's policies: {error.get('Code', 'error')} on "
+                f"could not read the role's policies: {code} on "
                 f"{exc.operation_name}; the role's grants were not checked",
                 "allow doctor's role iam:ListRolePolicies, iam:GetRolePolicy, "
                 "iam:ListAttachedRolePolicies, iam:GetPolicy, iam:GetPolicyVersion (and "
@@ -256,9 +257,7 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     Raises:
         CliError: An answer lacks a field the checks read, or holds one of the wrong type.
     """
-    from idempotent_lambda.cli._records import client_from
-
-    client = client_from(args)
+    client = _connection.client_from(args)  # looked up at each run: tests stand in for it
     named = {"TableName": args.table}
     table = ask(client, "describe_table", _answers.TABLE, **named)["Table"]
     ttl = ask(client, "describe_time_to_live", _answers.TIME_TO_LIVE, **named)
@@ -283,44 +282,6 @@ def run_doctor(args: argparse.Namespace, screen: Screen) -> int:
     return 1 if any(check.status == FAIL for check in checks) else 0
 
 
-def text(check: Check, *, width: int | None = None) -> str:
-    """Return the lines a person reads for ``check``, every field escaped.
-
-    The one place where doctor's text meets the terminal: a detail quotes AWS's answers
-    (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
-    may fill with escape sequences or bidi controls. With ``width`` (a terminal's), the check
-    and its fix wrap under their own text; words such as ARNs are never broken.
-    """
-    line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
-    lines = [_wrapped(line, width, "      ")]
-    if check.fix is not None:
-        lines.append(_wrapped(f"      fix: {escape_text(check.fix)}", width, " " * 11))
-    return "\n".join(lines)
-
-
-def _wrapped(line: str, width: int | None, indent: str) -> str:
-    if width is None:
-        return line
-    return textwrap.fill(
-        line,
-        width=max(width - 1, 40),
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-
-
-def _other_client(args: argparse.Namespace, dynamodb: Any, service: str) -> Any:
-    """A client of ``service`` in the DynamoDB client's session, region and endpoint."""
-    import boto3.session
-
-    session = boto3.session.Session(profile_name=args.profile)
-    endpoint = args.endpoint_url or None
-    return session.client(  # type: ignore[call-overload]
-        service, region_name=dynamodb.meta.region_name, endpoint_url=endpoint
-    )
-
-
 def _capacity_of(args: argparse.Namespace, dynamodb: Any, table: Mapping[str, Any]) -> Check:
     """`capacity`, asking Application Auto Scaling only about a provisioned table."""
     if table.get("BillingModeSummary", {}).get("BillingMode") == "PAY_PER_REQUEST":
@@ -339,7 +300,7 @@ def _capacity_of(args: argparse.Namespace, dynamodb: Any, table: Mapping[str, An
 
 
 def _scalable_dimensions(args: argparse.Namespace, dynamodb: Any) -> list[str]:
-    scaling = _other_client(args, dynamodb, "application-autoscaling")
+    scaling = other_client(args, dynamodb, "application-autoscaling")
     targets = ask(
         scaling,
         "describe_scalable_targets",
@@ -353,7 +314,7 @@ def _scalable_dimensions(args: argparse.Namespace, dynamodb: Any) -> list[str]:
 def _role_of_function(args: argparse.Namespace, dynamodb: Any) -> str | None:
     if not args.function:
         return None
-    lambda_client = _other_client(args, dynamodb, "lambda")
+    lambda_client = other_client(args, dynamodb, "lambda")
     role: str = ask(
         lambda_client, "get_function_configuration", _answers.FUNCTION, FunctionName=args.function
     )["Role"]
@@ -362,7 +323,7 @@ def _role_of_function(args: argparse.Namespace, dynamodb: Any) -> str | None:
 
 def _role_statements(args: argparse.Namespace, dynamodb: Any, role: str) -> list[dict[str, Any]]:
     """Every statement of the role's inline and attached policies."""
-    iam = _other_client(args, dynamodb, "iam")
+    iam = other_client(args, dynamodb, "iam")
     name = role.rsplit("/", 1)[-1]
     listed = ask(iam, "list_role_policies", _answers.ROLE_POLICIES, RoleName=name)
     documents = [

@@ -2,11 +2,15 @@
 
 The decorator or adapter runs on a throwaway `InMemoryPersistenceLayer`, around a stand-in body
 that does nothing and carries the real handler's module and qualified name (the handler itself
-never runs; `_settings` reads an imported handler's settings). The key is the one that decorator
+never runs; `_keys` reads an imported handler's settings). The key is the one that decorator
 claimed, with its record format, prefix and scope rules, so it cannot drift from them. No key is
 returned, with the reason, where the key depends on a field the event lacks (an API Gateway
 event without its `requestContext`, a batch record without its source) or where the adapter
 answers the event without one.
+
+`ADAPTERS` lists the decorators it can run, by the name ``--decorator`` takes. A batch
+adapter's entry is its `BatchSource`, read from the adapters' registry (`BATCH_SOURCES`): how
+its event holds records, and where it names their source, are what the adapter declares.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from idempotent_lambda import IdempotencyConfig, InMemoryPersistenceLayer
-from idempotent_lambda.cli._adapters import ADAPTERS, BatchShape, Probe
+from idempotent_lambda.adapters._batch_source import BATCH_SOURCES, BatchSource, Probe
 from idempotent_lambda.cli._output import CliError
 from idempotent_lambda.record import IdempotencyRecord
 
@@ -35,6 +39,46 @@ NO_KEY_MATERIAL = (
 _FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 _DISABLE = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
 _ANSWER: dict[str, Any] = {"statusCode": 200, "body": ""}  # the HTTP stand-in's response
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    """A decorator the `key` command can run.
+
+    Attributes:
+        module: The module that defines it.
+        name: Its name, as `--decorator` takes it.
+        batch: A batch adapter's event source (each record has its own key); None for others.
+    """
+
+    module: str
+    name: str
+    batch: BatchSource[Any] | None = None
+
+    def load(self) -> Callable[..., Any] | None:
+        """Return the decorator; None when this version of the library has none of that name."""
+        try:
+            found = getattr(importlib.import_module(self.module), self.name)
+        except (ImportError, AttributeError):
+            return None
+        return cast(Callable[..., Any], found)
+
+
+def _batch_entry(name: str) -> Adapter:
+    module = f"idempotent_lambda.adapters.{name}"
+    source: BatchSource[Any] = importlib.import_module(module).SOURCE
+    return Adapter(module, source.decorator, source)
+
+
+ADAPTERS = {
+    adapter.name: adapter
+    for adapter in (
+        Adapter("idempotent_lambda", "idempotent"),
+        Adapter("idempotent_lambda", "idempotent_function"),
+        Adapter("idempotent_lambda.adapters.api_gateway", "idempotent_http"),
+        *(_batch_entry(name) for name in BATCH_SOURCES),
+    )
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +156,12 @@ class DryRun:
             CliError: A batch adapter is given an event without records.
             IdempotencyError: The decorator raised it (a key expression that fails, say).
         """
-        shape = self.adapter.batch
-        if shape is not None:
-            singles = shape.singles(event)
-            if singles is None:
-                raise CliError(f"{self.adapter.name} takes a batch event: {shape.description}")
-            return [self._record(shape, alone, raw) for alone, raw in singles]
+        source = self.adapter.batch
+        if source is not None:
+            singles = source.one_by_one(event)
+            if not singles:
+                raise CliError(f"{self.adapter.name} takes a batch event: {source.event_shape}")
+            return [self._record(source, alone, raw) for alone, raw in singles]
         found = self._run(event)
         if self.adapter.name == "idempotent_http":
             return [self._http(event, found)]
@@ -172,34 +216,23 @@ class DryRun:
             )
         return found.derived()
 
-    def _record(self, shape: BatchShape, alone: dict[str, Any], raw: Any) -> Derived:
+    def _record(self, source: BatchSource[Any], alone: dict[str, Any], raw: Any) -> Derived:
         """Return the key of ``raw``, the one record of the batch event ``alone``."""
         found = self._run(alone)
         if found.key is None:
             failed = isinstance(found.answer, Mapping) and found.answer.get("batchItemFailures")
             if not failed:
                 return Derived(None, reason=NO_KEY_MATERIAL)
-            why = self._malformed(raw) or "; ".join(found.warnings)
+            why = _malformed(source, raw) or "; ".join(found.warnings)
             return Derived(None, reason=f"the adapter fails this record: {why}", refused=True)
-        if self._depends_on_missing(alone, found.key, shape.source_probes(alone)):
+        if self._depends_on_missing(alone, found.key, source.scope_probes(alone)):
             return Derived(
                 None,
-                reason=f"its key includes {shape.source}, which it lacks: pass the records as "
-                "the function receives them",
+                reason=f"its key includes {source.scope_field}, which it lacks: pass the records "
+                "as the function receives them",
                 refused=True,
             )
         return found.derived()
-
-    def _malformed(self, raw: Any) -> str | None:
-        """Return what the adapter's typed record says is wrong with ``raw``, if anything."""
-        if self.adapter.record_class is None or not isinstance(raw, Mapping):
-            return None
-        module = importlib.import_module(self.adapter.module)
-        try:
-            getattr(module, self.adapter.record_class).from_raw(raw)
-        except ValueError as exc:  # MalformedRecordError, whose message is a fixed phrase
-            return str(exc)
-        return None
 
     def _depends_on_missing(self, event: Any, key: str, fields: list[Probe]) -> list[str]:
         """Return the fields ``event`` lacks whose value would change its key.
@@ -229,6 +262,17 @@ class _ClaimLog(InMemoryPersistenceLayer):
         """Note ``record``, then claim it (see `PersistenceStore.claim`)."""
         self.claims.append(record)
         return super().claim(record, now_ms=now_ms, lease_cutoff_ms=lease_cutoff_ms)
+
+
+def _malformed(source: BatchSource[Any], raw: Any) -> str | None:
+    """Return what the source's typed record says is wrong with ``raw``, if anything."""
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        source.parse(raw)
+    except ValueError as exc:  # MalformedRecordError, whose message is a fixed phrase
+        return str(exc)
+    return None
 
 
 def _stand_in(handler: str | None, body: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,9 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idempotent_lambda import __version__
-from idempotent_lambda.cli import _doctor, _keys, _outbox, _records
+from idempotent_lambda.cli import _connection, _doctor, _keys, _outbox, _records
 from idempotent_lambda.cli._output import ERROR, INTERRUPTED, CliError, Screen
 from idempotent_lambda.exceptions import IdempotencyError, IdempotencyPersistenceLayerError
+from idempotent_lambda.persistence._aws import error_details
 
 Command = Callable[[argparse.Namespace, Screen], int]
 
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         message = explain(
-            exc, table=getattr(args, "table", None), endpoint=_records.endpoint_of(args)
+            exc, table=getattr(args, "table", None), endpoint=_connection.endpoint_of(args)
         )
         _fail(
             screen,
@@ -96,8 +97,8 @@ def explain(exc: BaseException, *, table: str | None, endpoint: str | None) -> s
         exc = exc.__cause__
     where = endpoint or "AWS"
     if isinstance(exc, bce.ClientError):
-        error = exc.response.get("Error", {})
-        code, message = error.get("Code", "Unknown"), error.get("Message", "")
+        code, message = error_details(exc)
+        code = code or "Unknown"
         if code == "ResourceNotFoundException":
             return f"table {table!r} not found at {where} ({message})" if table else message
         if code in _CREDENTIAL_CODES:
@@ -301,7 +302,7 @@ def _add_schema_options(parser: argparse.ArgumentParser, *, names: tuple[str, ..
     group = parser.add_argument_group(
         "item layout", "match the DynamoDBPersistenceLayer arguments the functions use"
     )
-    for name, default in _records.store_attribute_defaults().items():
+    for name, default in _connection.store_attribute_defaults().items():
         if not names or name in names:
             shown = "none" if default is None else default
             group.add_argument(

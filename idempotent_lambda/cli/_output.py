@@ -14,15 +14,14 @@ import json
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from idempotent_lambda._record_format import POWERTOOLS, POWERTOOLS_IN_PROGRESS
-from idempotent_lambda._result_codec import decode_result, unstorable_reason
-from idempotent_lambda.config import IdempotencyConfig
-from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
-from idempotent_lambda.persistence.dynamodb import _s3
+from idempotent_lambda.persistence.dynamodb._operator import IN_PROGRESS_SPELLINGS
+from idempotent_lambda.persistence.dynamodb._record_view import RecordView
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 OK, NOT_FOUND, ERROR, INTERRUPTED = 0, 1, 2, 130
@@ -31,6 +30,20 @@ PROGRESS_INTERVAL_S = 1.0
 # C0 controls (newline too), DEL, C1 controls, the bidi controls and the line separators.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _ERASE_LINE = "\r\033[K"
+
+
+#: How a doctor finding stands (``OK`` is taken: the exit code).
+OK_CHECK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor finding: what was checked, how it stands, and what to do about it."""
+
+    check: str
+    status: str
+    detail: str
+    fix: str | None = None
 
 
 class CliError(Exception):
@@ -198,15 +211,14 @@ def is_stuck(record: IdempotencyRecord, cutoff_ms: int) -> bool:
     return record.status is Status.IN_PROGRESS and record.lease_passed(cutoff_ms)
 
 
-def view(
-    record: IdempotencyRecord, *, now_ms: int, cutoff_ms: int, record_format: str | None = None
-) -> dict[str, Any]:
-    """Return what an operator sees of `record` at `now_ms`, without its result.
+def view(found: RecordView, *, now_ms: int, cutoff_ms: int, data: bool = False) -> dict[str, Any]:
+    """Return what an operator sees of a record at ``now_ms``; its result only with ``data``.
 
-    `stored_status` is the status as the table spells it under `record_format` (by default
-    `IdempotencyConfig`'s): `INPROGRESS` under Powertools' format, `IN_PROGRESS` under the
-    native one. A timestamp past any calendar date makes the view `invalid`, with no times.
+    A timestamp past any calendar date makes the view ``invalid``, with no times. With
+    ``data``: the decoded result as plain JSON, why it was not stored, where it was offloaded
+    (not fetched), and the exact stored text (see `RecordView`).
     """
+    record = found.record
     expiry_ms = None if record.expiry_timestamp is None else record.expiry_timestamp * 1000
     in_progress = record.status is Status.IN_PROGRESS
     lease_ms = record.in_progress_expiry_timestamp if in_progress else None
@@ -216,10 +228,10 @@ def view(
     except (ValueError, OverflowError, OSError):
         expiry_ms = lease_ms = expires_at = lease_ends_at = None
         invalid = "a timestamp is out of range"
-    return {
+    shown: dict[str, Any] = {
         "key": record.idempotency_key,
         "status": record.effective_status(now_ms).value,
-        "stored_status": stored_spelling(record.status, record_format),
+        "stored_status": found.stored_status,
         "stuck": is_stuck(record, cutoff_ms),
         "invalid": invalid,
         "expires_at": expires_at,
@@ -231,61 +243,12 @@ def view(
         "owner": record.owner,
         "validation_hash": record.payload_hash,
     }
-
-
-def stored_spelling(status: Status, record_format: str | None = None) -> str:
-    """Return `status` as the table stores it under `record_format` (default: the config's)."""
-    if (
-        status is Status.IN_PROGRESS
-        and (record_format or IdempotencyConfig().record_format) != "native"
-    ):
-        return POWERTOOLS_IN_PROGRESS
-    return status.value
-
-
-def with_result(
-    shown: dict[str, Any], record: IdempotencyRecord, *, record_format: str | None = None
-) -> dict[str, Any]:
-    """Add the decoded result and the exact stored text to a view.
-
-    Under Powertools' format (`record_format`, by default `IdempotencyConfig`'s) the stored
-    text is the result's JSON, always. Under the native one, a result offloaded to S3 is not
-    fetched: `result` is None and `offloaded` names the object (`bucket`, `key`, `size`,
-    `sha256`; `malformed` for an unreadable reference).
-    """
-    data = record.response_data
-    if (record_format or IdempotencyConfig().record_format) != "native":
-        result = None if data is None else jsonable(POWERTOOLS.decode_result(data))
-        return {
-            **shown,
-            "result": result,
-            "unstorable_reason": None,
-            "offloaded": None,
-            "stored_data": data,
-        }
-    offloaded = None if data is None else offload_reference(data)
-    reason = None if data is None or offloaded is not None else unstorable_reason(data)
-    result = None
-    if data is not None and reason is None and offloaded is None:
-        result = jsonable(decode_result(data))
-    return {
-        **shown,
-        "result": result,
-        "unstorable_reason": reason,
-        "offloaded": offloaded,
-        "stored_data": data,
-    }
-
-
-def offload_reference(data: str) -> dict[str, Any] | None:
-    """Return where an offloaded result lives, when `data` is an S3 reference; else None."""
-    if not _s3.is_reference(data):
-        return None
-    try:
-        bucket, key, sha256, size = _s3.parse_reference(data)
-    except IdempotencyPersistenceLayerError:
-        return {"malformed": True}
-    return {"bucket": bucket, "key": key, "size": size, "sha256": sha256}
+    if data:
+        shown["result"] = jsonable(found.result)
+        shown["unstorable_reason"] = found.unstorable_reason
+        shown["offloaded"] = None if found.offloaded is None else dict(found.offloaded)
+        shown["stored_data"] = record.response_data
+    return shown
 
 
 def jsonable(value: Any) -> Any:
@@ -309,7 +272,7 @@ def jsonable(value: Any) -> Any:
 def row(shown: dict[str, Any]) -> list[str]:
     """Return the table row of a record view."""
     lease = shown["lease_remaining_seconds"]
-    if shown["stored_status"] not in (Status.IN_PROGRESS.value, POWERTOOLS_IN_PROGRESS):
+    if shown["stored_status"] not in IN_PROGRESS_SPELLINGS:
         lease_text = "-"
     elif lease is None:
         lease_text = "-" if shown["invalid"] else "until expiry"
@@ -407,3 +370,30 @@ def confirm(question: str) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def text(check: Check, *, width: int | None = None) -> str:
+    """Return the lines a person reads for ``check``, every field escaped.
+
+    The one place where doctor's text meets the terminal: a detail quotes AWS's answers
+    (attribute names, Regions, a role's ARN), which anyone who can create a table or a role
+    may fill with escape sequences or bidi controls. With ``width`` (a terminal's), the check
+    and its fix wrap under their own text; words such as ARNs are never broken.
+    """
+    line = f"{escape_text(check.status):<5} {escape_text(check.check)}: {escape_text(check.detail)}"
+    lines = [_wrapped(line, width, "      ")]
+    if check.fix is not None:
+        lines.append(_wrapped(f"      fix: {escape_text(check.fix)}", width, " " * 11))
+    return "\n".join(lines)
+
+
+def _wrapped(line: str, width: int | None, indent: str) -> str:
+    if width is None:
+        return line
+    return textwrap.fill(
+        line,
+        width=max(width - 1, 40),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

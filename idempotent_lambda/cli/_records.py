@@ -9,14 +9,13 @@ or the native one), so one table written by both shows and repairs as one.
 from __future__ import annotations
 
 import argparse
-import inspect
-import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from idempotent_lambda._clock import SYSTEM_CLOCK
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda.cli._connection import client_from, store_from
 from idempotent_lambda.cli._output import (
     NOT_FOUND,
     OK,
@@ -30,78 +29,27 @@ from idempotent_lambda.cli._output import (
     relative,
     row,
     view,
-    with_result,
 )
+from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.persistence.dynamodb import DynamoDBPersistenceLayer, _operator
+from idempotent_lambda.persistence.dynamodb._record_view import RecordView
 from idempotent_lambda.record import IdempotencyRecord, Status
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 #: What `records delete` cannot reach: results cached in the memory of warm instances.
 LOCAL_CACHE_NOTE = (
     "note: functions with use_local_cache=True may replay this result from a warm instance's "
     "memory until that instance is recycled or the record's expiry passes"
 )
+#: The record format a view assumes when not told (``records get --record-format``): the
+#: config's default, as the functions have it unless they set one.
+RECORD_FORMAT = IdempotencyConfig().record_format
 LIST_HEADERS = ("KEY", "STATUS", "EXPIRES", "LEASE", "OWNER")
 #: On a narrow terminal the key gives way first (cut in its middle), then the owner; the status,
 #: the lease and the times stay whole.
 KEY_FIRST = (0, 4)
-
-
-# --- the table and its client ---------------------------------------------------------------
-
-
-def store_attribute_defaults() -> dict[str, str | None]:
-    """Return the attribute-name options of `DynamoDBPersistenceLayer` and their defaults."""
-    parameters = inspect.signature(DynamoDBPersistenceLayer).parameters.values()
-    return {p.name: p.default for p in parameters if p.name.endswith("_attr")}
-
-
-def store_from(args: argparse.Namespace) -> DynamoDBPersistenceLayer:
-    """Return the store the options describe, on a client built from them."""
-    if args.sort_key_attr and not args.static_pk_value:
-        raise CliError(
-            "--sort-key-attr needs --static-pk-value: the store's partition value, "
-            "'idempotency#<function name>' unless the functions set static_pk_value"
-        )
-    return DynamoDBPersistenceLayer(
-        args.table,
-        static_pk_value=args.static_pk_value or None,
-        boto3_client=client_from(args),
-        **{name: getattr(args, name) for name in store_attribute_defaults()},
-    )
-
-
-def endpoint_of(args: argparse.Namespace) -> str | None:
-    """Return the endpoint the client talks to, when it is not AWS itself."""
-    endpoint: str | None = getattr(args, "endpoint_url", None)
-    return (
-        endpoint
-        or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
-        or os.environ.get("AWS_ENDPOINT_URL")  # boto3 honours it for every service
-        or None
-    )
-
-
-def client_from(args: argparse.Namespace) -> DynamoDBClient:
-    """Build a `dynamodb` client; a local endpoint without a region gets `us-east-1`.
-
-    Its timeouts are longer than a function's: a page of a scan may take a while.
-    """
-    import boto3.session
-    from botocore.config import Config
-
-    session = boto3.session.Session(profile_name=args.profile)
-    region = args.region or session.region_name or ("us-east-1" if endpoint_of(args) else None)
-    if region is None:
-        raise CliError("no AWS region: pass --region or set AWS_REGION")
-    config = Config(
-        retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30
-    )
-    return session.client(
-        "dynamodb", region_name=region, endpoint_url=args.endpoint_url, config=config
-    )
 
 
 # --- the commands ---------------------------------------------------------------------------
@@ -120,7 +68,7 @@ def list_records(args: argparse.Namespace, screen: Screen) -> int:
     table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     for records in scan.pages():
         views = [
-            view(r, now_ms=now, cutoff_ms=cutoff)
+            view(RecordView.of(r, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff)
             for r in records
             if (not args.stuck or is_stuck(r, cutoff))
             and (not args.status or r.effective_status(now).value == args.status)
@@ -146,17 +94,16 @@ def get_record(args: argparse.Namespace, screen: Screen) -> int:
 
     A result offloaded to S3 is shown as its object's location, size and checksum, not fetched.
     """
-    record = store_from(args).inspect(args.key)
-    if record is None:
+    found = store_from(args).read(args.key, args.record_format or RECORD_FORMAT)
+    if found is None:
         raise CliError(f"no record with key {args.key!r}", NOT_FOUND)
     now, cutoff = now_and_cutoff()
-    shown = view(record, now_ms=now, cutoff_ms=cutoff, record_format=args.record_format)
-    if args.data:
-        shown = with_result(shown, record, record_format=args.record_format)
+    shown = view(found, now_ms=now, cutoff_ms=cutoff, data=args.data)
     if args.json:
         screen.json(shown)
     else:
-        screen.out(detail(shown, hidden=record.response_data is not None and not args.data))
+        hidden = found.record.response_data is not None and not args.data
+        screen.out(detail(shown, hidden=hidden))
     return OK
 
 
@@ -177,7 +124,7 @@ def delete_record(args: argparse.Namespace, screen: Screen) -> int:
             f"record {args.key!r} is IN_PROGRESS with a live lease{ends}: an invocation may be "
             "running it; wait for the lease to end, or pass --force"
         )
-    shown = view(deleted, now_ms=now, cutoff_ms=cutoff)
+    shown = view(RecordView.of(deleted, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff)
     if args.json:
         screen.json({"deleted": True, "record": shown})
     else:
@@ -198,7 +145,11 @@ def release_stuck(args: argparse.Namespace, screen: Screen) -> int:
     table = Rows(screen, LIST_HEADERS, cut=KEY_FIRST, middle=0)
     counts = {"released": 0, "changed": 0, "invalid": 0}
     for records in scan.pages():
-        views = [(r, view(r, now_ms=now, cutoff_ms=cutoff)) for r in records if is_stuck(r, cutoff)]
+        views = [
+            (r, view(RecordView.of(r, RECORD_FORMAT), now_ms=now, cutoff_ms=cutoff))
+            for r in records
+            if is_stuck(r, cutoff)
+        ]
         scan.matched += len(views)
         if not args.yes and not args.json:
             table.add([row(shown) for _, shown in views])

@@ -41,7 +41,8 @@ from idempotent_lambda._outbox_format import (
 )
 from idempotent_lambda._tracing import links_to_current, tracer
 from idempotent_lambda.adapters._batch_lanes import PartialBatchResponse, partial_response
-from idempotent_lambda.adapters.dynamodb_stream import STREAM_SOURCE, DynamoDBStreamRecord
+from idempotent_lambda.adapters.dynamodb_stream import SOURCE as STREAM_SOURCE
+from idempotent_lambda.adapters.dynamodb_stream import DynamoDBStreamRecord
 from idempotent_lambda.exceptions import (
     IdempotencyConfigError,
     IdempotencyCorruptRecordError,
@@ -423,10 +424,5 @@ def _deadline(context: Any) -> float | None:
 
 def _cause(error: BaseException) -> str:
     """Return the AWS error code behind ``error`` (or its class name)."""
-    cause = error.__cause__
-    response = getattr(cause, "response", None)
-    if isinstance(response, Mapping):
-        code = response.get("Error", {}).get("Code")
-        if code:
-            return str(code)
-    return type(cause or error).__name__
+    code = error.error_code if isinstance(error, IdempotencyPersistenceLayerError) else None
+    return code or type(error.__cause__ or error).__name__

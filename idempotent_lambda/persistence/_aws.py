@@ -7,10 +7,13 @@ first built, never at import time.
 Errors: `translate_errors` is the single boundary. Any botocore/boto3 failure raised inside it
 (throttling, missing table or bucket, timeouts, connection errors) becomes
 `IdempotencyPersistenceLayerError` naming the service, the operation and the error code, with the
-original as ``__cause__``. A client that cannot work as configured (no region, no credentials,
-an endpoint URL that is not one) is `IdempotencyPersistenceConfigError` instead, naming the fix,
-whether it shows when `LazyClient` builds the client or at the request. Our own errors and
-everything else pass through unchanged.
+original as ``__cause__`` and the code as its ``error_code``. A client that cannot work as
+configured (no region, no credentials, an endpoint URL that is not one) is
+`IdempotencyPersistenceConfigError` instead, naming the fix, whether it shows when `LazyClient`
+builds the client or at the request. Our own errors and
+everything else pass through unchanged. No module outside this one reads botocore's
+``response["Error"]``: inside a `translate_errors` block they ask `error_details`
+(`tests/unit/test_botocore_boundary.py` holds them to it).
 """
 
 from __future__ import annotations
@@ -285,10 +288,23 @@ def error_code(exc: BaseException) -> str | None:
     except ImportError:  # pragma: no cover - boto3 is a dependency
         return None
     if isinstance(exc, ClientError):
-        return exc.response.get("Error", {}).get("Code") or type(exc).__name__
+        return error_details(exc)[0] or type(exc).__name__
     if isinstance(exc, (BotoCoreError, Boto3Error)):
         return type(exc).__name__
     return None
+
+
+def error_details(exc: BaseException) -> tuple[str | None, str]:
+    """Return the code and message AWS answered with in ``exc``; ``(None, "")`` when it has none.
+
+    Every other module asks here rather than reading botocore's ``response["Error"]`` itself.
+    """
+    response = getattr(exc, "response", None)
+    error = response.get("Error") if isinstance(response, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None, ""
+    code = error.get("Code")
+    return (str(code) if code else None), str(error.get("Message") or "")
 
 
 def config_error(what: str, exc: BaseException) -> IdempotencyPersistenceConfigError | None:
@@ -343,6 +359,9 @@ def translate_errors(service: str, operation: str) -> Iterator[None]:
             raise error from exc
         if code == "ReplicatedWriteConflictException":
             raise IdempotencyWriteConflictError(
-                f"{service} {operation} met a write of the same item in another Region: {code}"
+                f"{service} {operation} met a write of the same item in another Region: {code}",
+                error_code=code,
             ) from exc
-        raise IdempotencyPersistenceLayerError(f"{service} {operation} failed: {code}") from exc
+        raise IdempotencyPersistenceLayerError(
+            f"{service} {operation} failed: {code}", error_code=code
+        ) from exc

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from idempotent_lambda.cli import _records, main
+from idempotent_lambda.cli import _connection, main
 
 #: What DescribeTable adds for a global table (2019.11.21), recorded in AWS's documented shape.
 MREC = {
@@ -164,7 +164,7 @@ def test_global_tables_are_read_from_their_consistency_mode(
 ) -> None:
     """MREC: the warning that two Regions can both run one request; MRSC: ok."""
     name = make_table()
-    build = _records.client_from
+    build = _connection.client_from
 
     def client_answering_as_a_global_table(args: Any) -> Any:
         client = build(args)
@@ -178,7 +178,7 @@ def test_global_tables_are_read_from_their_consistency_mode(
         client.describe_table = described
         return client
 
-    monkeypatch.setattr(_records, "client_from", client_answering_as_a_global_table)
+    monkeypatch.setattr(_connection, "client_from", client_answering_as_a_global_table)
 
     code, out = doctor(name)
 

@@ -28,7 +28,7 @@ from idempotent_lambda.adapters.dynamodb_stream import idempotent_stream_handler
 from idempotent_lambda.adapters.kafka import idempotent_kafka_handler
 from idempotent_lambda.adapters.sqs import idempotent_sqs_handler
 from idempotent_lambda.cli import main
-from idempotent_lambda.cli._adapters import ADAPTERS
+from idempotent_lambda.cli._dry_run import ADAPTERS
 from idempotent_lambda.record import IdempotencyRecord
 from idempotent_lambda.testing import kafka_event
 from tests.events.http_events import make_event

@@ -15,7 +15,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from idempotent_lambda._outbox_format import EMITTED_AT, OUTBOX_INDEX, PENDING
+from idempotent_lambda._record_format import RecordFormatName
 from idempotent_lambda.exceptions import IdempotencyCorruptRecordError
+from idempotent_lambda.persistence._aws import error_details
+from idempotent_lambda.persistence.dynamodb._record_view import RecordView
 from idempotent_lambda.persistence.protocol import POWERTOOLS_IN_PROGRESS
 from idempotent_lambda.record import IdempotencyRecord, Status
 
@@ -119,6 +122,16 @@ class OperatorMethods:
         """
         item = self._get_item(idempotency_key)
         return None if item is None else self._from_any_item(item)
+
+    def read(self, idempotency_key: str, record_format: RecordFormatName) -> RecordView | None:
+        """Read the record of ``idempotency_key`` (as `inspect`) and decode it for display.
+
+        Args:
+            idempotency_key: The full key.
+            record_format: The format the functions that wrote it use (their config's).
+        """
+        record = self.inspect(idempotency_key)
+        return None if record is None else RecordView.of(record, record_format)
 
     def delete(self, idempotency_key: str, *, live_cutoff_ms: int | None = None) -> DeleteOutcome:
         """Delete the record of ``idempotency_key``, whatever its owner, so the key runs again.
@@ -346,9 +359,9 @@ def create_idempotency_table(
             TimeToLiveSpecification={"Enabled": True, "AttributeName": expiry_attr},
         )
     except client.exceptions.ClientError as exc:
-        error = exc.response.get("Error", {})
-        if "already enabled" not in error.get("Message", "").lower():
-            code = error.get("Code", "unknown")
+        code, message = error_details(exc)
+        if "already enabled" not in message.lower():
+            code = code or "unknown"
             logger.warning("could not enable TTL on %s.%s: %s", table_name, expiry_attr, code)
     return created
 

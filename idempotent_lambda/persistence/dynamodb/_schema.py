@@ -241,14 +241,18 @@ class KeySchemaCheck:
         if self._mismatch is not None:
             raise IdempotencyKeySchemaError(self._mismatch)
 
-    def explain(self, client: DynamoDBClient, operation: str, error: Mapping[str, Any]) -> None:
-        """Raise `IdempotencyKeySchemaError` if the DynamoDB ``error`` means a key mismatch.
+    def explain(
+        self, client: DynamoDBClient, operation: str, error: tuple[str | None, str]
+    ) -> None:
+        """Raise `IdempotencyKeySchemaError` if DynamoDB's ``error`` (code, message) means a key
+        mismatch.
 
         A ``ValidationException`` has the table described (once): a mismatch found there is
         remembered, so later calls raise without a request. Without a description, DynamoDB's
         own message decides.
         """
-        if error.get("Code") != "ValidationException":
+        code, said = error
+        if code != "ValidationException":
             return
         with self._lock:
             mismatch = self._compare(self._describe(client))
@@ -256,7 +260,6 @@ class KeySchemaCheck:
                 self._mismatch = mismatch
         if mismatch is not None:
             raise IdempotencyKeySchemaError(mismatch)
-        said = str(error.get("Message", ""))
         if any(fragment in said.lower() for fragment in _KEY_SCHEMA_MESSAGES):
             raise IdempotencyKeySchemaError(
                 f"DynamoDB table {self.table_name!r} is not keyed the way the store was built "

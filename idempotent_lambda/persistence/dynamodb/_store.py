@@ -25,6 +25,7 @@ from idempotent_lambda.persistence._aws import (
     GROUPED_WRITES,
     LazyClient,
     count_requests,
+    error_details,
     request_bound_ms,
     translate_errors,
 )
@@ -260,7 +261,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
                     blocking = cast("Mapping[str, Any]", exc.response).get("Item")
                     failure = exc
                 except client.exceptions.ClientError as exc:
-                    if exc.response.get("Error", {}).get("Code") == "AccessDeniedException":
+                    if error_details(exc)[0] == "AccessDeniedException":
                         raise IdempotencyClaimAccessDeniedError(
                             record.idempotency_key.rpartition("#")[0], self.table_name
                         ) from exc
@@ -288,10 +289,8 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
             except client.exceptions.ConditionalCheckFailedException:
                 return False
             except client.exceptions.ClientError as exc:
-                error = exc.response.get("Error", {})
-                if error.get("Code") == "ValidationException" and "size" in (
-                    error.get("Message", "").lower()
-                ):
+                code, message = error_details(exc)
+                if code == "ValidationException" and "size" in message.lower():
                     raise IdempotencyUnstorableResultError(
                         "the result does not fit in a DynamoDB item (400 KB limit)"
                     ) from exc
@@ -426,7 +425,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
                     )
                     error = exc
                 except client.exceptions.ClientError as exc:
-                    if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                    if error_details(exc)[0] != "ValidationException":
                         raise
                     raise IdempotencyTransactionError(
                         "DynamoDB rejected the transaction (ValidationException; see the cause), "
@@ -484,7 +483,7 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
             try:
                 yield client
             except client.exceptions.ClientError as exc:
-                self._key_schema.explain(client, operation, exc.response.get("Error", {}))
+                self._key_schema.explain(client, operation, error_details(exc))
                 raise
 
     def _get_client(self) -> DynamoDBClient:
