@@ -117,6 +117,7 @@ def answers_match(history: History) -> list[Violation]:
     """Every answer is the answer of a completed run of the same key, not a superseded one."""
     out = []
     durable: dict[str, str] = {}  # key label -> the invocation whose completion is current
+    said: set[tuple[str, str]] = set()  # (key label, invocation) whose completion failed
     run_inv: dict[str | None, str] = {}
     for entry in history.entries:
         if entry.kind == "run" and entry.data.get("owner"):
@@ -127,10 +128,18 @@ def answers_match(history: History) -> list[Violation]:
                 durable[history.readable(history.key_label(write.key))] = run_inv.get(
                     write.owner, "?"
                 )
+        elif entry.kind == "decide" and entry.data["outcome"] == "COMPLETE_FAILED":
+            # The run's result goes back to its caller (docs/concepts.md), a durable step's
+            # into its execution's checkpoint: its own answer, not a replay.
+            said.add((history.readable(history.key_label(entry.data["key"])), entry.inv))
         elif entry.kind == "answer" and "inv" in entry.data and "k" in entry.data:
             key, by = entry.data["k"], entry.data["inv"]
             step, charged_by = entry.data.get("step"), entry.data.get("charged_by")
-            if step is not None and durable.get(step) != charged_by:
+            if (
+                step is not None
+                and durable.get(step) != charged_by
+                and (step, charged_by) not in said
+            ):
                 out.append(
                     Violation(
                         "answers-match",

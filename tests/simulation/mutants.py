@@ -138,11 +138,32 @@ MUTANTS = (
         "if False:",
     ),
     Mutant(
+        "redis-owner-fence",
+        "the Redis store completes and releases a record whoever holds it (both layouts)",
+        "persistence/redis/_commands.py",
+        "if ARGV[4] == '1' then owned = state[2] == ARGV[5] else owned = not state[2] end",
+        "local owned = true",
+        (
+            (
+                "persistence/redis/_commands.py",
+                "  if owner ~= ARGV[5] then return 0 end",
+                "  owner = ARGV[5]",
+            ),
+        ),
+    ),
+    Mutant(
         "publisher-skips-inserts",
         "the publisher skips the new items it should publish",
         "outbox/_publisher.py",
         'if record.event_name == "REMOVE":',
         'if record.event_name != "REMOVE":',
+    ),
+    Mutant(
+        "publisher-ignores-refusals",
+        "the publisher takes every entry of a PutEvents as accepted, FailedEntryCount or not",
+        "outbox/_publisher.py",
+        'yield event, result.get("ErrorCode") or (None if result.get("EventId") else "NoId")',
+        "yield event, None",
     ),
 )
 #: Faults the sweep does not catch, and why: the next workloads to write.

@@ -205,9 +205,15 @@ def simulated(advance: Callable[[int], None], now_ms: Callable[[], int]) -> Iter
 
 def error_response(request: Any, status: int, code: str) -> Any:
     """Return a DynamoDB-shaped error answer for ``request``, as botocore receives one."""
+    body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "sim"}
+    return json_response(request, body, status)
+
+
+def json_response(request: Any, answer: dict[str, Any], status: int = 200) -> Any:
+    """Return ``answer`` as the JSON answer to ``request``, as botocore receives one."""
     from botocore.awsrequest import AWSResponse
 
-    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "sim"})
+    body = json.dumps(answer)
 
     class Raw:
         def stream(self, **_: Any) -> Iterator[bytes]:

@@ -43,6 +43,9 @@ OPERATIONS = {
 DURABLE_FIRST = 1_000_001
 #: And the sweep's seeds from here on run the batch or durable workload on the in-memory store.
 MEMORY_FIRST = 2_000_001
+#: And from here on on the Redis store (`redis_side`), every fault kept (the commands go
+#: through the simulated wire).
+REDIS_FIRST = 3_000_001
 
 
 @dataclass(frozen=True)
@@ -195,8 +198,9 @@ class Setup:
     source: str = "sqs"
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
-    store: str = "dynamodb"  # or "memory" (`memory_side`)
+    store: str = "dynamodb"  # or "memory" (`memory_side`) or "redis" (`redis_side`)
     outer: bool = True  # durable: the handler is decorated with `idempotent` too
+    refuse: bool = False  # outbox: EventBridge refuses single entries (`wire.Refusals`)
 
     def __str__(self) -> str:
         what = self.workload
@@ -208,6 +212,8 @@ class Setup:
             what = f"{what} steps-only"
         if self.store != "dynamodb":
             what = f"{what} store={self.store}"
+        if self.refuse:
+            what = f"{what} eventbridge-refuses-entries"
         return (
             f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
@@ -237,6 +243,8 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= REDIS_FIRST:
+        return _on_redis(seed, workload)
     if seed >= MEMORY_FIRST:
         return _on_memory(seed, workload)
     rng = random.Random(seed)
@@ -263,6 +271,8 @@ def generate(seed: int, workload: str | None = None) -> Program:
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
+    if workload == "outbox":  # half the buses refuse single entries of a PutEvents
+        setup = replace(setup, refuse=random.Random(seed + 3_000_007).random() < 0.5)
     if workload == "durable":  # a third of the handlers run their step alone
         setup = replace(setup, outer=random.Random(seed + 2_000_003).random() >= 1 / 3)
     return Program(seed, setup, steps)
@@ -275,6 +285,30 @@ def _on_memory(seed: int, workload: str | None) -> Program:
     drawn = generate(seed - MEMORY_FIRST + 1, workload)
     setup = replace(drawn.setup, store="memory")
     return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _on_redis(seed: int, workload: str | None) -> Program:
+    """A batch or durable program on the Redis store: the DynamoDB program of the same draw,
+    its faults renamed to the Redis store's steps (a grouped completion is a completion)."""
+    workload = workload or random.Random(seed).choice(("batch", "durable"))
+    drawn = generate(seed - REDIS_FIRST + 1, workload)
+    setup = replace(drawn.setup, store="redis")
+    return Program(seed, setup, tuple(_redis_step(step) for step in drawn.steps))
+
+
+_ON_REDIS = {"BatchWriteItem": "complete", "TransactWriteItems": "complete", "PutItem": "claim"}
+
+
+def _redis_step(step: Step) -> Step:
+    if isinstance(step, Tick):
+        return step
+    kept = {}
+    for fault in step.faults:
+        name, _, n = fault.at.partition("#")
+        at = f"{_ON_REDIS.get(name, name)}#{n}"
+        if at not in kept:
+            kept[at] = replace(fault, at=at, during=tuple(_redis_step(s) for s in fault.during))
+    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
 def _memory_step(step: Step) -> Step:

@@ -16,6 +16,7 @@ from tests.simulation.history import History
 from tests.simulation.program import (
     DURABLE_FIRST,
     MEMORY_FIRST,
+    REDIS_FIRST,
     Call,
     Consume,
     DCall,
@@ -29,12 +30,13 @@ from tests.simulation.program import (
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 100
-#: the batch or durable workload on the in-memory store.
+#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the next 100
+#: the batch or durable workload on the in-memory store, the last 60 on Redis.
 SWEEP_SEEDS = [
     *range(1, 101),
     *range(DURABLE_FIRST, DURABLE_FIRST + 40),
     *range(MEMORY_FIRST, MEMORY_FIRST + 100),
+    *range(REDIS_FIRST, REDIS_FIRST + 60),
 ]
 
 

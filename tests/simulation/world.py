@@ -37,6 +37,7 @@ from tests.simulation.program import (
     Step,
     Tick,
 )
+from tests.simulation.redis_side import RecordingRedisStore, RedisWire
 from tests.simulation.sources import DECORATORS, Source
 from tests.simulation.wire import Wire
 
@@ -72,7 +73,7 @@ class Env:
     """One execution environment (warm between its invocations): its clock and handlers."""
 
     clock: SkewedClock
-    store: DynamoDBPersistenceLayer | RecordingMemoryStore
+    store: DynamoDBPersistenceLayer | RecordingMemoryStore | RecordingRedisStore
     settings: str
     handlers: dict[str, Any] = field(default_factory=dict)
 
@@ -106,6 +107,7 @@ class World:
         self.envs: dict[int, Env] = {}
         self.memory = RecordingMemoryStore(self) if self.setup.store == "memory" else None
         self.memory_handlers: dict[str, Any] = {}
+        self.redis = RedisWire(self) if self.setup.store == "redis" else None
         self.stack: list[Invocation] = []
         self.counter = 0
         self.source = Source(
@@ -122,10 +124,14 @@ class World:
             self.run_steps(self.program.steps)
             self.drain()
         self.observer.delete_table(TableName=self.table)
+        if self.redis is not None:
+            self.redis.close()
         return self.history
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms=max(ms, 0))
+        if self.redis is not None:
+            self.redis.expire_due()
 
     def sleep(self, ms: int) -> None:
         """A sleep of the library: time passes, unless the sleeper is already dead."""
@@ -178,9 +184,11 @@ class World:
             skew = self.setup.skews[number % len(self.setup.skews)]
             clock = SkewedClock(self.clock, skew)
             ddb = network.client("dynamodb", self.endpoint, self.setup.client, number)
-            store: DynamoDBPersistenceLayer | RecordingMemoryStore
+            store: DynamoDBPersistenceLayer | RecordingMemoryStore | RecordingRedisStore
             if self.memory is not None:  # one store: it has a length, so test it with `is`
                 store = self.memory
+            elif self.redis is not None:
+                store = RecordingRedisStore(self.redis, clock)
             else:
                 store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
             self.envs[number] = Env(clock, store, self.setup.client)
