@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda.outbox._event import PUBLISHED_AT
 from tests.simulation.history import Entry, History, Write
 
 
@@ -223,6 +224,25 @@ def outbox_published(history: History) -> list[Violation]:
     return out
 
 
+def outbox_marked_once(history: History) -> list[Violation]:
+    """The published mark is written once, on a live item: it never re-creates an item that
+    is gone (TTL-deleted) and never moves an earlier mark (its time starts the item's last day).
+    """
+    out = []
+    for entry, write in _applied(history):
+        if write.op != "mark":
+            continue
+        if write.before is None:
+            what = "re-created the item of an event that was gone"
+        elif PUBLISHED_AT in write.before:
+            what = "marked an event published again"
+        else:
+            continue
+        label = history.key_label(write.key)
+        out.append(Violation("outbox-marked-once", f"{entry.inv} {what} ({label})"))
+    return out
+
+
 def durable_claim_kept(history: History) -> list[Violation]:
     """A durable execution's claim is released only by an invocation that failed the execution
     (its handler raised an `Exception`), never by one that suspended or succeeded: the claim
@@ -339,6 +359,7 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     answers_match,
     batch_done_durable,
     outbox_published,
+    outbox_marked_once,
     durable_claim_kept,
     durable_replay_goes_on,
     lanes_in_order,

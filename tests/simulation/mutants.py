@@ -165,22 +165,24 @@ MUTANTS = (
         'yield event, result.get("ErrorCode") or (None if result.get("EventId") else "NoId")',
         "yield event, None",
     ),
-)
-#: Faults the sweep does not catch, and why: the next workloads to write.
-NOT_CAUGHT = (
     Mutant(
         "mark-unconditional",
-        "the published mark's condition dropped: no invariant sees a second mark or a mark "
-        "of an item that is gone (nothing in the model deletes an outbox item)",
+        "the published mark's condition dropped: a second publisher of one event marks it again "
+        "(and a mark would re-create an item TTL deleted)",
         "persistence/dynamodb/_outbox.py",
         '"attribute_exists(#key) AND attribute_not_exists(#published)"',
         '"attribute_exists(#key) OR attribute_not_exists(#key)"',
     ),
+)
+#: Faults the sweep does not catch, and why: the next workloads to write.
+NOT_CAUGHT = (
     Mutant(
         "memory-owner-fence",
-        "the in-memory store completes and releases a record whoever owns it: no write of its "
-        "lands after its writer's end (no network; Lambda ends a paused process at its "
-        "deadline), so a stale owner never writes",
+        "the in-memory store completes and releases a record whoever owns it: equivalent under "
+        "the model, since no write of an in-process store outlives its writer (Lambda ends a "
+        "paused process at its deadline, before a takeover may start), so a stale owner never "
+        "writes; the Redis store's fence, whose commands do outlive their writer on the wire, "
+        "is caught (redis-owner-fence)",
         "persistence/in_memory.py",
         "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
         "entry[0].status is Status.IN_PROGRESS",

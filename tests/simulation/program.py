@@ -46,6 +46,11 @@ MEMORY_FIRST = 2_000_001
 #: And from here on on the Redis store (`redis_side`), every fault kept (the commands go
 #: through the simulated wire).
 REDIS_FIRST = 3_000_001
+#: And from here on the outbox workload with the sweeper: the stream's mapping stuck past the
+#: stream's retention, the scheduled sweeper, outbox items deleted by TTL (`_with_sweeper`).
+SWEEPER_FIRST = 4_000_001
+#: How long a table stream keeps a record.
+STREAM_RETENTION_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,17 @@ class Publish:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """The scheduled sweeper (`outbox.sweep_handler`) publishes what the stream did not bring."""
+
+    env: int
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return _step("sweep", self.env, self.faults, 0, None, None)
+
+
+@dataclass(frozen=True)
 class Consume:
     """EventBridge delivers each published event not yet delivered to the consumer."""
 
@@ -162,7 +178,7 @@ class Tick:
         return f"tick {self.ms}ms"
 
 
-Step = Poll | Call | DCall | Publish | Consume | Tick
+Step = Poll | Call | DCall | Publish | Sweep | Consume | Tick
 
 
 def _step(
@@ -199,6 +215,7 @@ class Setup:
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
     store: str = "dynamodb"  # or "memory" (`memory_side`) or "redis" (`redis_side`)
+    sweeper: bool = False  # outbox: the table has the sweeper's index; `Sweep` steps run it
     outer: bool = True  # durable: the handler is decorated with `idempotent` too
     refuse: bool = False  # outbox: EventBridge refuses single entries (`wire.Refusals`)
 
@@ -212,6 +229,8 @@ class Setup:
             what = f"{what} steps-only"
         if self.store != "dynamodb":
             what = f"{what} store={self.store}"
+        if self.sweeper:
+            what = f"{what} sweeper"
         if self.refuse:
             what = f"{what} eventbridge-refuses-entries"
         return (
@@ -243,6 +262,8 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= SWEEPER_FIRST:
+        return _with_sweeper(seed)
     if seed >= REDIS_FIRST:
         return _on_redis(seed, workload)
     if seed >= MEMORY_FIRST:
@@ -285,6 +306,28 @@ def _on_memory(seed: int, workload: str | None) -> Program:
     drawn = generate(seed - MEMORY_FIRST + 1, workload)
     setup = replace(drawn.setup, store="memory")
     return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _with_sweeper(seed: int) -> Program:
+    """An outbox program of the same draw, the sweeper's: half its stream publications are
+    sweeper runs, and at one point the stream's mapping stalls past the stream's retention
+    (a tick of a day and up to three hours), so that what it held is trimmed unpublished."""
+    drawn = generate(seed - SWEEPER_FIRST + 1, "outbox")
+    rng = random.Random(seed)
+    steps: list[Step] = [
+        Sweep(step.env, step.faults) if isinstance(step, Publish) and rng.random() < 0.5 else step
+        for step in drawn.steps
+    ]
+    stall = Tick(STREAM_RETENTION_MS + rng.randint(1, 3 * 3600 * 1000))
+    steps.insert(rng.randint(0, len(steps)), stall)
+    steps.insert(rng.randint(0, len(steps)), Sweep(rng.randint(0, 2)))
+    # Two publishers of one event: the first's mark (or its PutEvents) held while the second
+    # (the stream's mapping again, or the sweeper) publishes and marks it.
+    other: Step = rng.choice((Publish(rng.randint(0, 2)), Sweep(rng.randint(0, 2))))
+    at = rng.choice(("UpdateItem#1", "PutEvents#1"))
+    held = Fault(at, "hold", rng.randint(1, 3_000), False, (other,))
+    steps.insert(rng.randint(0, len(steps)), Publish(rng.randint(0, 2), (held,)))
+    return Program(seed, replace(drawn.setup, sweeper=True), tuple(steps))
 
 
 def _on_redis(seed: int, workload: str | None) -> Program:

@@ -35,6 +35,7 @@ from tests.simulation.program import (
     Program,
     Publish,
     Step,
+    Sweep,
     Tick,
 )
 from tests.simulation.redis_side import RecordingRedisStore, RedisWire
@@ -89,7 +90,7 @@ class World:
         self.history = History(START_MS)
         self.observer = network.client("dynamodb", endpoint, "library", -1)
         self.table = f"sim-{uuid.uuid4().hex[:12]}"
-        create_idempotency_table(self.observer, table_name=self.table)
+        create_idempotency_table(self.observer, table_name=self.table, outbox=self.setup.sweeper)
         self.outbox = Outbox(self)
         self.wire = Wire(self)
         self.durable = Durable(self)
@@ -154,8 +155,12 @@ class World:
             self.durable.call(step)
         elif isinstance(step, Publish):
             self.outbox.publish(step.env, step.faults)
+        elif isinstance(step, Sweep):
+            self.outbox.sweep(step.env, step.faults)
         elif isinstance(step, Consume):
             self.outbox.consume(step.env, step.faults)
+        if self.setup.workload == "outbox":
+            self.outbox.expire_items()
         self.outbox.read_stream()
 
     def drain(self) -> None:
@@ -174,6 +179,8 @@ class World:
                     outbox.publish(0, ())
                     if outbox.checkpoint == before:
                         break
+                if self.setup.sweeper:
+                    outbox.sweep(0, ())
                 outbox.consume(0, ())
         if self.setup.workload == "batch":
             undone = [r.name for r in self.source.records if not r.done]
