@@ -224,6 +224,22 @@ def outbox_published(history: History) -> list[Violation]:
     return out
 
 
+def stored_results_match(history: History) -> list[Violation]:
+    """A completed record's stored result (its S3 object resolved) is the result of the run
+    that completed it: read back at the end of a run whose results are offloaded."""
+    run_inv = {e.data["owner"]: e.inv for e in history.of("run") if e.data.get("owner")}
+    out = []
+    for entry in history.of("audit"):
+        result = entry.data["result"]
+        by = run_inv.get(entry.data["owner"])
+        if not isinstance(result, dict) or result.get("inv") != by:
+            label = history.key_label(entry.data["key"])
+            out.append(
+                Violation("stored-results-match", f"{label}, completed by {by}, holds {result}")
+            )
+    return out
+
+
 def outbox_marked_once(history: History) -> list[Violation]:
     """The published mark is written once, on a live item: it never re-creates an item that
     is gone (TTL-deleted) and never moves an earlier mark (its time starts the item's last day).
@@ -360,6 +376,7 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     batch_done_durable,
     outbox_published,
     outbox_marked_once,
+    stored_results_match,
     durable_claim_kept,
     durable_replay_goes_on,
     lanes_in_order,

@@ -166,6 +166,14 @@ MUTANTS = (
         "yield event, None",
     ),
     Mutant(
+        "offload-object-shared",
+        "an offloaded result's S3 object named by its key alone, not its owner: a completion "
+        "whose lease was taken over overwrites the newer owner's object",
+        "persistence/dynamodb/_s3.py",
+        "/{owner or 'unowned'}\"",
+        '/shared"',
+    ),
+    Mutant(
         "mark-unconditional",
         "the published mark's condition dropped: a second publisher of one event marks it again "
         "(and a mark would re-create an item TTL deleted)",

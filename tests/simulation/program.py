@@ -51,6 +51,8 @@ REDIS_FIRST = 3_000_001
 SWEEPER_FIRST = 4_000_001
 #: How long a table stream keeps a record.
 STREAM_RETENTION_MS = 24 * 3600 * 1000
+#: And from here on the batch workload with every result offloaded to S3 (`_with_offload`).
+OFFLOAD_FIRST = 5_000_001
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class Setup:
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
     store: str = "dynamodb"  # or "memory" (`memory_side`) or "redis" (`redis_side`)
+    offload: bool = False  # every result offloaded to S3 (native format, DynamoDB)
     sweeper: bool = False  # outbox: the table has the sweeper's index; `Sweep` steps run it
     outer: bool = True  # durable: the handler is decorated with `idempotent` too
     refuse: bool = False  # outbox: EventBridge refuses single entries (`wire.Refusals`)
@@ -231,6 +234,8 @@ class Setup:
             what = f"{what} store={self.store}"
         if self.sweeper:
             what = f"{what} sweeper"
+        if self.offload:
+            what = f"{what} results-in-s3"
         if self.refuse:
             what = f"{what} eventbridge-refuses-entries"
         return (
@@ -262,6 +267,8 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= OFFLOAD_FIRST:
+        return _with_offload(seed)
     if seed >= SWEEPER_FIRST:
         return _with_sweeper(seed)
     if seed >= REDIS_FIRST:
@@ -306,6 +313,31 @@ def _on_memory(seed: int, workload: str | None) -> Program:
     drawn = generate(seed - MEMORY_FIRST + 1, workload)
     setup = replace(drawn.setup, store="memory")
     return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _with_offload(seed: int) -> Program:
+    """Seed n's batch program with every result offloaded to S3 (threshold 0, so each
+    completion first puts its object): its faults on reads and single writes move to the
+    completion's ``PutObject`` (a grouped completion's too), so that it is held, fails or loses
+    its reply."""
+    drawn = generate(seed - OFFLOAD_FIRST + 1, "batch")
+    setup = replace(drawn.setup, record_format="native", offload=True)
+    return Program(seed, setup, tuple(_offload_step(step) for step in drawn.steps))
+
+
+_TO_S3 = {"BatchGetItem": "PutObject", "PutItem": "PutObject", "BatchWriteItem": "PutObject"}
+
+
+def _offload_step(step: Step) -> Step:
+    if isinstance(step, Tick):
+        return step
+    kept = {}
+    for fault in step.faults:
+        name, _, n = fault.at.partition("#")
+        at = f"{_TO_S3.get(name, name)}#{n}"
+        if at not in kept:
+            kept[at] = replace(fault, at=at, during=tuple(_offload_step(s) for s in fault.during))
+    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
 def _with_sweeper(seed: int) -> Program:

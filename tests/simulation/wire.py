@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 LIFECYCLE = ("claim", "complete", "release")
 
 
+#: The S3 requests of a result offloaded to S3 (their bodies are not JSON).
+S3_OPS = ("PutObject", "GetObject", "HeadObject")
 #: The per-entry error codes EventBridge refuses an entry with (both worth a retry).
 REFUSAL_CODES = ("ThrottlingException", "InternalFailure")
 
@@ -69,7 +71,7 @@ class Wire:
         if inv.dead:
             raise Crash("dead invocation")
         inv.requests += 1
-        body = json.loads(request.body) if request.body else {}
+        body = json.loads(request.body) if request.body and operation not in S3_OPS else {}
         writes = self.describe(operation, body)
         fault = None
         # A fault names the n-th request of an operation, or of a lifecycle step (whatever

@@ -91,6 +91,10 @@ class World:
         self.observer = network.client("dynamodb", endpoint, "library", -1)
         self.table = f"sim-{uuid.uuid4().hex[:12]}"
         create_idempotency_table(self.observer, table_name=self.table, outbox=self.setup.sweeper)
+        self.bucket = ""
+        if self.setup.offload:
+            self.bucket = self.table
+            network.client("s3", endpoint, "library", -1).create_bucket(Bucket=self.bucket)
         self.outbox = Outbox(self)
         self.wire = Wire(self)
         self.durable = Durable(self)
@@ -125,6 +129,11 @@ class World:
             self.run_steps(self.program.steps)
             self.drain()
         self.observer.delete_table(TableName=self.table)
+        if self.bucket:
+            s3 = network.client("s3", self.endpoint, "library", -1)
+            for item in s3.list_objects_v2(Bucket=self.bucket).get("Contents", []):
+                s3.delete_object(Bucket=self.bucket, Key=item["Key"])
+            s3.delete_bucket(Bucket=self.bucket)
         if self.redis is not None:
             self.redis.close()
         return self.history
@@ -182,9 +191,41 @@ class World:
                 if self.setup.sweeper:
                     outbox.sweep(0, ())
                 outbox.consume(0, ())
+        if self.bucket:
+            self.audit_results()
         if self.setup.workload == "batch":
             undone = [r.name for r in self.source.records if not r.done]
             self.history.add(self.clock.now_ms(), "-", "drained", f"undone={undone}", undone=undone)
+
+    def audit_results(self) -> None:
+        """Read back every completed record's result, its S3 object resolved, as a replay
+        would: the checker matches it with the run that completed the record."""
+        from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
+
+        reader = DynamoDBPersistenceLayer(
+            self.table,
+            boto3_client=self.observer,
+            large_result_bucket=self.bucket,
+            s3_client=network.client("s3", self.endpoint, "library", -1),
+        )
+        for key, item in sorted(self.items.items()):
+            if item is None or item.get(self.schema.status_attr, {}).get("S") != "COMPLETED":
+                continue
+            try:
+                record = reader.get(key)
+                result = record.response_json_as_dict() if record else None
+            except IdempotencyPersistenceLayerError as exc:
+                result = {"error": str(exc)}
+            owner = item.get(self.schema.owner_attr, {}).get("S")
+            self.history.add(
+                self.clock.now_ms(),
+                "-",
+                "audit",
+                f"{self.history.key_label(key)} holds {result}",
+                key=key,
+                owner=owner,
+                result=result,
+            )
 
     def env(self, number: int) -> Env:
         if number not in self.envs:
@@ -196,6 +237,16 @@ class World:
                 store = self.memory
             elif self.redis is not None:
                 store = RecordingRedisStore(self.redis, clock)
+            elif self.bucket:
+                s3 = network.client("s3", self.endpoint, self.setup.client, number)
+                store = DynamoDBPersistenceLayer(
+                    self.table,
+                    boto3_client=ddb,
+                    clock=clock,
+                    large_result_bucket=self.bucket,
+                    large_result_threshold_bytes=0,
+                    s3_client=s3,
+                )
             else:
                 store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
             self.envs[number] = Env(clock, store, self.setup.client)
