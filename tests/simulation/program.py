@@ -322,21 +322,24 @@ def _with_offload(seed: int) -> Program:
     its reply."""
     drawn = generate(seed - OFFLOAD_FIRST + 1, "batch")
     setup = replace(drawn.setup, record_format="native", offload=True)
-    return Program(seed, setup, tuple(_offload_step(step) for step in drawn.steps))
+    return Program(seed, setup, tuple(_renamed(step, _TO_S3) for step in drawn.steps))
 
 
 _TO_S3 = {"BatchGetItem": "PutObject", "PutItem": "PutObject", "BatchWriteItem": "PutObject"}
 
 
-def _offload_step(step: Step) -> Step:
+def _renamed(step: Step, names: dict[str, str]) -> Step:
+    """Return ``step`` with the operations its faults name (nested steps' too) renamed by
+    ``names``; of two faults that now name one request, the first is kept."""
     if isinstance(step, Tick):
         return step
     kept = {}
     for fault in step.faults:
         name, _, n = fault.at.partition("#")
-        at = f"{_TO_S3.get(name, name)}#{n}"
+        at = f"{names.get(name, name)}#{n}"
         if at not in kept:
-            kept[at] = replace(fault, at=at, during=tuple(_offload_step(s) for s in fault.during))
+            during = tuple(_renamed(s, names) for s in fault.during)
+            kept[at] = replace(fault, at=at, during=during)
     return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
@@ -368,22 +371,10 @@ def _on_redis(seed: int, workload: str | None) -> Program:
     workload = workload or random.Random(seed).choice(("batch", "durable"))
     drawn = generate(seed - REDIS_FIRST + 1, workload)
     setup = replace(drawn.setup, store="redis")
-    return Program(seed, setup, tuple(_redis_step(step) for step in drawn.steps))
+    return Program(seed, setup, tuple(_renamed(step, _ON_REDIS) for step in drawn.steps))
 
 
 _ON_REDIS = {"BatchWriteItem": "complete", "TransactWriteItems": "complete", "PutItem": "claim"}
-
-
-def _redis_step(step: Step) -> Step:
-    if isinstance(step, Tick):
-        return step
-    kept = {}
-    for fault in step.faults:
-        name, _, n = fault.at.partition("#")
-        at = f"{_ON_REDIS.get(name, name)}#{n}"
-        if at not in kept:
-            kept[at] = replace(fault, at=at, during=tuple(_redis_step(s) for s in fault.during))
-    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
 
 
 def _memory_step(step: Step) -> Step:
