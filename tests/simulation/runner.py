@@ -35,14 +35,14 @@ from tests.simulation.world import World
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
 #: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the next 100
 #: the batch or durable workload on the in-memory store, the next 60 on Redis, the next 20 the
-#: outbox workload with the sweeper, the last 30 the batch workload with its results in S3.
+#: outbox workload with the sweeper, the last 20 the batch workload with its results in S3.
 SWEEP_SEEDS = [
     *range(1, 101),
     *range(DURABLE_FIRST, DURABLE_FIRST + 40),
     *range(MEMORY_FIRST, MEMORY_FIRST + 100),
     *range(REDIS_FIRST, REDIS_FIRST + 60),
     *range(SWEEPER_FIRST, SWEEPER_FIRST + 20),
-    *range(OFFLOAD_FIRST + 40, OFFLOAD_FIRST + 70),
+    *range(OFFLOAD_FIRST + 50, OFFLOAD_FIRST + 70),
 ]
 
 
