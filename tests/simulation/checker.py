@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda.outbox._event import PUBLISHED_AT
 from tests.simulation.history import Entry, History, Write
 
 
@@ -117,6 +118,7 @@ def answers_match(history: History) -> list[Violation]:
     """Every answer is the answer of a completed run of the same key, not a superseded one."""
     out = []
     durable: dict[str, str] = {}  # key label -> the invocation whose completion is current
+    said: set[tuple[str, str]] = set()  # (key label, invocation) whose completion failed
     run_inv: dict[str | None, str] = {}
     for entry in history.entries:
         if entry.kind == "run" and entry.data.get("owner"):
@@ -127,10 +129,18 @@ def answers_match(history: History) -> list[Violation]:
                 durable[history.readable(history.key_label(write.key))] = run_inv.get(
                     write.owner, "?"
                 )
+        elif entry.kind == "decide" and entry.data["outcome"] == "COMPLETE_FAILED":
+            # The run's result goes back to its caller (docs/concepts.md), a durable step's
+            # into its execution's checkpoint: its own answer, not a replay.
+            said.add((history.readable(history.key_label(entry.data["key"])), entry.inv))
         elif entry.kind == "answer" and "inv" in entry.data and "k" in entry.data:
             key, by = entry.data["k"], entry.data["inv"]
             step, charged_by = entry.data.get("step"), entry.data.get("charged_by")
-            if step is not None and durable.get(step) != charged_by:
+            if (
+                step is not None
+                and durable.get(step) != charged_by
+                and (step, charged_by) not in said
+            ):
                 out.append(
                     Violation(
                         "answers-match",
@@ -211,6 +221,41 @@ def outbox_published(history: History) -> list[Violation]:
     for event_id in {e for e, _ in published}:
         if not applied.get(event_id):  # more than once only as `reruns_explained` allows
             out.append(Violation("outbox-consumed", f"the consumer never applied {event_id[:8]}"))
+    return out
+
+
+def stored_results_match(history: History) -> list[Violation]:
+    """A completed record's stored result (its S3 object resolved) is the result of the run
+    that completed it: read back at the end of a run whose results are offloaded."""
+    run_inv = {e.data["owner"]: e.inv for e in history.of("run") if e.data.get("owner")}
+    out = []
+    for entry in history.of("audit"):
+        result = entry.data["result"]
+        by = run_inv.get(entry.data["owner"])
+        if not isinstance(result, dict) or result.get("inv") != by:
+            label = history.key_label(entry.data["key"])
+            out.append(
+                Violation("stored-results-match", f"{label}, completed by {by}, holds {result}")
+            )
+    return out
+
+
+def outbox_marked_once(history: History) -> list[Violation]:
+    """The published mark is written once, on a live item: it never re-creates an item that
+    is gone (TTL-deleted) and never moves an earlier mark (its time starts the item's last day).
+    """
+    out = []
+    for entry, write in _applied(history):
+        if write.op != "mark":
+            continue
+        if write.before is None:
+            what = "re-created the item of an event that was gone"
+        elif PUBLISHED_AT in write.before:
+            what = "marked an event published again"
+        else:
+            continue
+        label = history.key_label(write.key)
+        out.append(Violation("outbox-marked-once", f"{entry.inv} {what} ({label})"))
     return out
 
 
@@ -330,6 +375,8 @@ INVARIANTS: tuple[Callable[[History], list[Violation]], ...] = (
     answers_match,
     batch_done_durable,
     outbox_published,
+    outbox_marked_once,
+    stored_results_match,
     durable_claim_kept,
     durable_replay_goes_on,
     lanes_in_order,

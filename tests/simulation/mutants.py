@@ -138,28 +138,59 @@ MUTANTS = (
         "if False:",
     ),
     Mutant(
+        "redis-owner-fence",
+        "the Redis store completes and releases a record whoever holds it (both layouts)",
+        "persistence/redis/_commands.py",
+        "if ARGV[4] == '1' then owned = state[2] == ARGV[5] else owned = not state[2] end",
+        "local owned = true",
+        (
+            (
+                "persistence/redis/_commands.py",
+                "  if owner ~= ARGV[5] then return 0 end",
+                "  owner = ARGV[5]",
+            ),
+        ),
+    ),
+    Mutant(
         "publisher-skips-inserts",
         "the publisher skips the new items it should publish",
         "outbox/_publisher.py",
         'if record.event_name == "REMOVE":',
         'if record.event_name != "REMOVE":',
     ),
-)
-#: Faults the sweep does not catch, and why: the next workloads to write.
-NOT_CAUGHT = (
+    Mutant(
+        "publisher-ignores-refusals",
+        "the publisher takes every entry of a PutEvents as accepted, FailedEntryCount or not",
+        "outbox/_publisher.py",
+        'yield event, result.get("ErrorCode") or (None if result.get("EventId") else "NoId")',
+        "yield event, None",
+    ),
+    Mutant(
+        "offload-object-shared",
+        "an offloaded result's S3 object named by its key alone, not its owner: a completion "
+        "whose lease was taken over overwrites the newer owner's object",
+        "persistence/dynamodb/_s3.py",
+        "/{owner or 'unowned'}\"",
+        '/shared"',
+    ),
     Mutant(
         "mark-unconditional",
-        "the published mark's condition dropped: no invariant sees a second mark or a mark "
-        "of an item that is gone (nothing in the model deletes an outbox item)",
+        "the published mark's condition dropped: a second publisher of one event marks it again "
+        "(and a mark would re-create an item TTL deleted)",
         "persistence/dynamodb/_outbox.py",
         '"attribute_exists(#key) AND attribute_not_exists(#published)"',
         '"attribute_exists(#key) OR attribute_not_exists(#key)"',
     ),
+)
+#: Faults the sweep does not catch, and why: the next workloads to write.
+NOT_CAUGHT = (
     Mutant(
         "memory-owner-fence",
-        "the in-memory store completes and releases a record whoever owns it: no write of its "
-        "lands after its writer's end (no network; Lambda ends a paused process at its "
-        "deadline), so a stale owner never writes",
+        "the in-memory store completes and releases a record whoever owns it: equivalent under "
+        "the model, since no write of an in-process store outlives its writer (Lambda ends a "
+        "paused process at its deadline, before a takeover may start), so a stale owner never "
+        "writes; the Redis store's fence, whose commands do outlive their writer on the wire, "
+        "is caught (redis-owner-fence)",
         "persistence/in_memory.py",
         "entry[0].status is Status.IN_PROGRESS and entry[0].owner == owner",
         "entry[0].status is Status.IN_PROGRESS",

@@ -60,7 +60,10 @@ def client(service: str, endpoint: str, settings: str, env: int) -> Any:
             region_name="us-east-1",
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
-            config=Config(**CLIENT_CONFIGS[settings]),
+            config=Config(
+                **CLIENT_CONFIGS[settings],
+                **({"s3": {"addressing_style": "path"}} if service == "s3" else {}),
+            ),
         )
         if env >= 0:  # the world's own observers are not part of the simulated network
             built.meta.events.register(f"before-send.{service}", _dispatch(built))
@@ -69,13 +72,15 @@ def client(service: str, endpoint: str, settings: str, env: int) -> Any:
 
 
 def _dispatch(built: Any) -> Callable[..., Any]:
-    def before_send(request: Any, **_: Any) -> Any:
+    def before_send(request: Any, event_name: str = "", **_: Any) -> Any:
         if not _ACTIVE:
             return None
         target = request.headers.get("X-Amz-Target", b"")
         if isinstance(target, bytes):
             target = target.decode()
-        return _ACTIVE[-1](request, target.rpartition(".")[2], built)
+        # A JSON service names the operation in its target; S3 only in the event's name.
+        operation = target.rpartition(".")[2] or event_name.rpartition(".")[2]
+        return _ACTIVE[-1](request, operation, built)
 
     return before_send
 
@@ -205,9 +210,15 @@ def simulated(advance: Callable[[int], None], now_ms: Callable[[], int]) -> Iter
 
 def error_response(request: Any, status: int, code: str) -> Any:
     """Return a DynamoDB-shaped error answer for ``request``, as botocore receives one."""
+    body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "sim"}
+    return json_response(request, body, status)
+
+
+def json_response(request: Any, answer: dict[str, Any], status: int = 200) -> Any:
+    """Return ``answer`` as the JSON answer to ``request``, as botocore receives one."""
     from botocore.awsrequest import AWSResponse
 
-    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "sim"})
+    body = json.dumps(answer)
 
     class Raw:
         def stream(self, **_: Any) -> Iterator[bytes]:

@@ -15,18 +15,17 @@ from idempotent_lambda import idempotent
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.metrics import EMFMetrics
-from idempotent_lambda.outbox import STREAM_FILTER_PATTERN, emit, publish_handler
+from idempotent_lambda.outbox import STREAM_FILTER_PATTERN, emit, publish_handler, sweep_handler
+from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.testing import api_gateway_http_event
 from tests.simulation import network
-from tests.simulation.program import Call, Fault
+from tests.simulation.program import STREAM_RETENTION_MS, Call, Fault
 
 if TYPE_CHECKING:
     from tests.simulation.world import Env, World
 
 SOURCE = "sim.orders"
 ACCOUNT = "123456789012"
-#: How long a table stream keeps a record.
-STREAM_RETENTION_MS = 24 * 3600 * 1000
 
 
 class Outbox:
@@ -187,6 +186,33 @@ class Outbox:
         self.w.history.add(
             self.w.clock.now_ms(), inv.name, "answer", f"{len(failed)} record(s) to retry"
         )
+
+    def sweep(self, env_number: int, faults: tuple[Fault, ...]) -> None:
+        """A scheduled run of the sweeper."""
+        env = self.w.env(env_number)
+        if "sweep" not in env.handlers:
+            events = network.client("events", self.w.endpoint, "library", env_number)
+            metrics = EMFMetrics("sim", stream=io.StringIO())
+            env.handlers["sweep"] = sweep_handler(env.store, events_client=events, metrics=metrics)
+        inv = self.w.invoke("swp", env_number, faults)
+        context = self.w.enter(inv, "sweep")
+        answer = self.w.guarded(inv, env.handlers["sweep"], {}, context)
+        if answer is not None:
+            counts = ", ".join(f"{k}={answer[k]}" for k in ("found", "due", "failed"))
+            self.w.history.add(self.w.clock.now_ms(), inv.name, "answer", counts)
+
+    def expire_items(self) -> None:
+        """Delete the outbox items whose TTL passed, as DynamoDB's TTL does (its stream gets
+        the REMOVE records): at the first step after their expiry, not days later."""
+        now_s = self.w.clock.now_ms() // 1000
+        expiry = self.w.schema.expiry_attr
+        for key, item in list(self.w.items.items()):
+            if item is None or not is_outbox_key(key) or int(item[expiry]["N"]) > now_s:
+                continue
+            self.w.observer.delete_item(TableName=self.w.table, Key=self.w.schema.key(key))
+            self.w.items[key] = None
+            label = self.w.history.key_label(key)
+            self.w.history.add(self.w.clock.now_ms(), "-", "ttl", f"TTL deletes {label}")
 
     def consume(self, env_number: int, faults: tuple[Fault, ...]) -> None:
         """EventBridge delivers each event not yet consumed to the consumer."""

@@ -43,6 +43,16 @@ OPERATIONS = {
 DURABLE_FIRST = 1_000_001
 #: And the sweep's seeds from here on run the batch or durable workload on the in-memory store.
 MEMORY_FIRST = 2_000_001
+#: And from here on on the Redis store (`redis_side`), every fault kept (the commands go
+#: through the simulated wire).
+REDIS_FIRST = 3_000_001
+#: And from here on the outbox workload with the sweeper: the stream's mapping stuck past the
+#: stream's retention, the scheduled sweeper, outbox items deleted by TTL (`_with_sweeper`).
+SWEEPER_FIRST = 4_000_001
+#: How long a table stream keeps a record.
+STREAM_RETENTION_MS = 24 * 3600 * 1000
+#: And from here on the batch workload with every result offloaded to S3 (`_with_offload`).
+OFFLOAD_FIRST = 5_000_001
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,17 @@ class Publish:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """The scheduled sweeper (`outbox.sweep_handler`) publishes what the stream did not bring."""
+
+    env: int
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return _step("sweep", self.env, self.faults, 0, None, None)
+
+
+@dataclass(frozen=True)
 class Consume:
     """EventBridge delivers each published event not yet delivered to the consumer."""
 
@@ -159,7 +180,7 @@ class Tick:
         return f"tick {self.ms}ms"
 
 
-Step = Poll | Call | DCall | Publish | Consume | Tick
+Step = Poll | Call | DCall | Publish | Sweep | Consume | Tick
 
 
 def _step(
@@ -195,8 +216,11 @@ class Setup:
     source: str = "sqs"
     lanes: int = 1
     entry: str = "sync"  # the call workload's entry point: sync, async or http
-    store: str = "dynamodb"  # or "memory" (`memory_side`)
+    store: str = "dynamodb"  # or "memory" (`memory_side`) or "redis" (`redis_side`)
+    offload: bool = False  # every result offloaded to S3 (native format, DynamoDB)
+    sweeper: bool = False  # outbox: the table has the sweeper's index; `Sweep` steps run it
     outer: bool = True  # durable: the handler is decorated with `idempotent` too
+    refuse: bool = False  # outbox: EventBridge refuses single entries (`wire.Refusals`)
 
     def __str__(self) -> str:
         what = self.workload
@@ -208,6 +232,12 @@ class Setup:
             what = f"{what} steps-only"
         if self.store != "dynamodb":
             what = f"{what} store={self.store}"
+        if self.sweeper:
+            what = f"{what} sweeper"
+        if self.offload:
+            what = f"{what} results-in-s3"
+        if self.refuse:
+            what = f"{what} eventbridge-refuses-entries"
         return (
             f"{what} format={self.record_format} client={self.client} "
             f"timeout={self.timeout_ms}ms skews={list(self.skews)} keys={self.keys} "
@@ -237,6 +267,12 @@ TOLERANCE = CLOCK_SKEW_TOLERANCE_MS
 
 def generate(seed: int, workload: str | None = None) -> Program:
     """Draw a program from ``seed`` (the workload too, unless given)."""
+    if seed >= OFFLOAD_FIRST:
+        return _with_offload(seed)
+    if seed >= SWEEPER_FIRST:
+        return _with_sweeper(seed)
+    if seed >= REDIS_FIRST:
+        return _on_redis(seed, workload)
     if seed >= MEMORY_FIRST:
         return _on_memory(seed, workload)
     rng = random.Random(seed)
@@ -263,6 +299,8 @@ def generate(seed: int, workload: str | None = None) -> Program:
     steps = tuple(draw(rng, setup, depth=0) for _ in range(rng.randint(3, 9)))
     # Drawn apart, so that adding it changed no other seed's program.
     setup = replace(setup, entry=random.Random(seed + 1_000_003).choice(ENTRIES))
+    if workload == "outbox":  # half the buses refuse single entries of a PutEvents
+        setup = replace(setup, refuse=random.Random(seed + 3_000_007).random() < 0.5)
     if workload == "durable":  # a third of the handlers run their step alone
         setup = replace(setup, outer=random.Random(seed + 2_000_003).random() >= 1 / 3)
     return Program(seed, setup, steps)
@@ -275,6 +313,68 @@ def _on_memory(seed: int, workload: str | None) -> Program:
     drawn = generate(seed - MEMORY_FIRST + 1, workload)
     setup = replace(drawn.setup, store="memory")
     return Program(seed, setup, tuple(_memory_step(step) for step in drawn.steps))
+
+
+def _with_offload(seed: int) -> Program:
+    """Seed n's batch program with every result offloaded to S3 (threshold 0, so each
+    completion first puts its object): its faults on reads and single writes move to the
+    completion's ``PutObject`` (a grouped completion's too), so that it is held, fails or loses
+    its reply."""
+    drawn = generate(seed - OFFLOAD_FIRST + 1, "batch")
+    setup = replace(drawn.setup, record_format="native", offload=True)
+    return Program(seed, setup, tuple(_renamed(step, _TO_S3) for step in drawn.steps))
+
+
+_TO_S3 = {"BatchGetItem": "PutObject", "PutItem": "PutObject", "BatchWriteItem": "PutObject"}
+
+
+def _renamed(step: Step, names: dict[str, str]) -> Step:
+    """Return ``step`` with the operations its faults name (nested steps' too) renamed by
+    ``names``; of two faults that now name one request, the first is kept."""
+    if isinstance(step, Tick):
+        return step
+    kept = {}
+    for fault in step.faults:
+        name, _, n = fault.at.partition("#")
+        at = f"{names.get(name, name)}#{n}"
+        if at not in kept:
+            during = tuple(_renamed(s, names) for s in fault.during)
+            kept[at] = replace(fault, at=at, during=during)
+    return replace(step, faults=tuple(kept.values()))  # type: ignore[arg-type]
+
+
+def _with_sweeper(seed: int) -> Program:
+    """An outbox program of the same draw, the sweeper's: half its stream publications are
+    sweeper runs, and at one point the stream's mapping stalls past the stream's retention
+    (a tick of a day and up to three hours), so that what it held is trimmed unpublished."""
+    drawn = generate(seed - SWEEPER_FIRST + 1, "outbox")
+    rng = random.Random(seed)
+    steps: list[Step] = [
+        Sweep(step.env, step.faults) if isinstance(step, Publish) and rng.random() < 0.5 else step
+        for step in drawn.steps
+    ]
+    stall = Tick(STREAM_RETENTION_MS + rng.randint(1, 3 * 3600 * 1000))
+    steps.insert(rng.randint(0, len(steps)), stall)
+    steps.insert(rng.randint(0, len(steps)), Sweep(rng.randint(0, 2)))
+    # Two publishers of one event: the first's mark (or its PutEvents) held while the second
+    # (the stream's mapping again, or the sweeper) publishes and marks it.
+    other: Step = rng.choice((Publish(rng.randint(0, 2)), Sweep(rng.randint(0, 2))))
+    at = rng.choice(("UpdateItem#1", "PutEvents#1"))
+    held = Fault(at, "hold", rng.randint(1, 3_000), False, (other,))
+    steps.insert(rng.randint(0, len(steps)), Publish(rng.randint(0, 2), (held,)))
+    return Program(seed, replace(drawn.setup, sweeper=True), tuple(steps))
+
+
+def _on_redis(seed: int, workload: str | None) -> Program:
+    """A batch or durable program on the Redis store: the DynamoDB program of the same draw,
+    its faults renamed to the Redis store's steps (a grouped completion is a completion)."""
+    workload = workload or random.Random(seed).choice(("batch", "durable"))
+    drawn = generate(seed - REDIS_FIRST + 1, workload)
+    setup = replace(drawn.setup, store="redis")
+    return Program(seed, setup, tuple(_renamed(step, _ON_REDIS) for step in drawn.steps))
+
+
+_ON_REDIS = {"BatchWriteItem": "complete", "TransactWriteItems": "complete", "PutItem": "claim"}
 
 
 def _memory_step(step: Step) -> Step:

@@ -16,6 +16,9 @@ from tests.simulation.history import History
 from tests.simulation.program import (
     DURABLE_FIRST,
     MEMORY_FIRST,
+    OFFLOAD_FIRST,
+    REDIS_FIRST,
+    SWEEPER_FIRST,
     Call,
     Consume,
     DCall,
@@ -24,17 +27,22 @@ from tests.simulation.program import (
     Program,
     Publish,
     Step,
+    Sweep,
     generate,
 )
 from tests.simulation.world import World
 
 #: The budgeted sweep `make test` and `make simulate` run: fixed seeds, fixed verdict.
-#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the last 100
-#: the batch or durable workload on the in-memory store.
+#: Seeds 1-100 draw the batch and outbox workloads, the next 40 the durable one, the next 100
+#: the batch or durable workload on the in-memory store, the next 60 on Redis, the next 20 the
+#: outbox workload with the sweeper, the last 20 the batch workload with its results in S3.
 SWEEP_SEEDS = [
     *range(1, 101),
     *range(DURABLE_FIRST, DURABLE_FIRST + 40),
     *range(MEMORY_FIRST, MEMORY_FIRST + 100),
+    *range(REDIS_FIRST, REDIS_FIRST + 60),
+    *range(SWEEPER_FIRST, SWEEPER_FIRST + 20),
+    *range(OFFLOAD_FIRST + 50, OFFLOAD_FIRST + 70),
 ]
 
 
@@ -100,7 +108,7 @@ def _smaller(steps: tuple[Step, ...]) -> Iterator[tuple[Step, ...]]:
 
 
 def _simpler_step(step: Step) -> Iterator[Step]:
-    if isinstance(step, (Poll, Call, DCall, Publish, Consume)):
+    if isinstance(step, (Poll, Call, DCall, Publish, Sweep, Consume)):
         faults = step.faults
         for index in range(len(faults)):
             yield replace(step, faults=faults[:index] + faults[index + 1 :])  # type: ignore[arg-type]
@@ -120,7 +128,7 @@ def _simpler_step(step: Step) -> Iterator[Step]:
             yield replace(step, fail_body=False)
         if isinstance(step, (Call, DCall)) and step.crash_body:
             yield replace(step, crash_body=False)
-        if isinstance(step, (Poll, Call, DCall, Publish, Consume)) and step.env:
+        if isinstance(step, (Poll, Call, DCall, Publish, Sweep, Consume)) and step.env:
             yield replace(step, env=0)
     elif step.ms > 1:
         yield replace(step, ms=step.ms // 2)

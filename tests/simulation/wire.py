@@ -24,12 +24,39 @@ if TYPE_CHECKING:
 LIFECYCLE = ("claim", "complete", "release")
 
 
+#: The S3 requests of a result offloaded to S3 (their bodies are not JSON).
+S3_OPS = ("PutObject", "GetObject", "HeadObject")
+#: The per-entry error codes EventBridge refuses an entry with (both worth a retry).
+REFUSAL_CODES = ("ThrottlingException", "InternalFailure")
+
+
+class Refusals:
+    """EventBridge refusing single entries of a ``PutEvents`` (``FailedEntryCount`` > 0).
+
+    The n-th event the bus meets is refused on its first ``n % 4`` sends: never, once or twice
+    (the publisher's own retries get it through), or three times (every attempt of one
+    invocation: the publisher must leave it unpublished for a redelivery or the sweeper). The
+    order events meet the bus is the program's, so a seed refuses the same entries every run.
+    """
+
+    def __init__(self) -> None:
+        self.plan: dict[str, int] = {}  # event id -> sends to refuse
+        self.sent: dict[str, int] = {}
+
+    def code(self, event_id: str) -> str | None:
+        """Return the error code the bus answers this send of ``event_id`` with, or None."""
+        refused = self.plan.setdefault(event_id, len(self.plan) % 4)
+        self.sent[event_id] = sent = self.sent.get(event_id, 0) + 1
+        return REFUSAL_CODES[sent % 2] if sent <= refused else None
+
+
 class Wire:
     """Decides the fate of each request, and records it in the world's history."""
 
     def __init__(self, world: World) -> None:
         self.w = world
         self._http = URLLib3Session()
+        self.refusals = Refusals() if world.setup.refuse else None
 
     def read_item(self, key: str) -> dict[str, Any] | None:
         return self.w.observer.get_item(  # type: ignore[no-any-return]
@@ -44,7 +71,7 @@ class Wire:
         if inv.dead:
             raise Crash("dead invocation")
         inv.requests += 1
-        body = json.loads(request.body) if request.body else {}
+        body = json.loads(request.body) if request.body and operation not in S3_OPS else {}
         writes = self.describe(operation, body)
         fault = None
         # A fault names the n-th request of an operation, or of a lifecycle step (whatever
@@ -165,6 +192,8 @@ class Wire:
         self.w.items.update(after)
         if operation == "PutEvents" and status == 200:
             answered = json.loads(response.content).get("Entries", [])
+            if self.refusals is not None:
+                response, answered = self.refuse(inv, request, entries, answered)
             for entry, result in zip(entries, answered, strict=False):
                 if result.get("EventId"):
                     detail = json.loads(entry["Detail"])
@@ -193,6 +222,26 @@ class Wire:
                 write=write,
             )
         return response
+
+    def refuse(
+        self, inv: Invocation, request: Any, entries: list[Any], answered: list[Any]
+    ) -> tuple[Any, list[Any]]:
+        """Answer the ``PutEvents`` with the entries `Refusals` refuses failed, one by one."""
+        assert self.refusals is not None
+        results = []
+        for entry, result in zip(entries, answered, strict=False):
+            event_id = json.loads(entry["Detail"])["outbox"]["id"]
+            code = self.refusals.code(event_id)
+            if code is None:
+                results.append(result)
+                continue
+            results.append({"ErrorCode": code, "ErrorMessage": "refused (simulated)"})
+            self.w.history.add(
+                self.w.clock.now_ms(), inv.name, "refused", f"event {event_id[:8]}: {code}"
+            )
+        failed = sum(1 for r in results if "ErrorCode" in r)
+        body = {"FailedEntryCount": failed, "Entries": results}
+        return network.json_response(request, body), results
 
     def describe_item(self, item: dict[str, Any] | None) -> str:
         if item is None:

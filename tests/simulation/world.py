@@ -35,8 +35,10 @@ from tests.simulation.program import (
     Program,
     Publish,
     Step,
+    Sweep,
     Tick,
 )
+from tests.simulation.redis_side import RecordingRedisStore, RedisWire
 from tests.simulation.sources import DECORATORS, Source
 from tests.simulation.wire import Wire
 
@@ -72,7 +74,7 @@ class Env:
     """One execution environment (warm between its invocations): its clock and handlers."""
 
     clock: SkewedClock
-    store: DynamoDBPersistenceLayer | RecordingMemoryStore
+    store: DynamoDBPersistenceLayer | RecordingMemoryStore | RecordingRedisStore
     settings: str
     handlers: dict[str, Any] = field(default_factory=dict)
 
@@ -88,7 +90,11 @@ class World:
         self.history = History(START_MS)
         self.observer = network.client("dynamodb", endpoint, "library", -1)
         self.table = f"sim-{uuid.uuid4().hex[:12]}"
-        create_idempotency_table(self.observer, table_name=self.table)
+        create_idempotency_table(self.observer, table_name=self.table, outbox=self.setup.sweeper)
+        self.bucket = ""
+        if self.setup.offload:
+            self.bucket = self.table
+            network.client("s3", endpoint, "library", -1).create_bucket(Bucket=self.bucket)
         self.outbox = Outbox(self)
         self.wire = Wire(self)
         self.durable = Durable(self)
@@ -106,6 +112,7 @@ class World:
         self.envs: dict[int, Env] = {}
         self.memory = RecordingMemoryStore(self) if self.setup.store == "memory" else None
         self.memory_handlers: dict[str, Any] = {}
+        self.redis = RedisWire(self) if self.setup.store == "redis" else None
         self.stack: list[Invocation] = []
         self.counter = 0
         self.source = Source(
@@ -122,10 +129,19 @@ class World:
             self.run_steps(self.program.steps)
             self.drain()
         self.observer.delete_table(TableName=self.table)
+        if self.bucket:
+            s3 = network.client("s3", self.endpoint, "library", -1)
+            for item in s3.list_objects_v2(Bucket=self.bucket).get("Contents", []):
+                s3.delete_object(Bucket=self.bucket, Key=item["Key"])
+            s3.delete_bucket(Bucket=self.bucket)
+        if self.redis is not None:
+            self.redis.close()
         return self.history
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms=max(ms, 0))
+        if self.redis is not None:
+            self.redis.expire_due()
 
     def sleep(self, ms: int) -> None:
         """A sleep of the library: time passes, unless the sleeper is already dead."""
@@ -148,8 +164,12 @@ class World:
             self.durable.call(step)
         elif isinstance(step, Publish):
             self.outbox.publish(step.env, step.faults)
+        elif isinstance(step, Sweep):
+            self.outbox.sweep(step.env, step.faults)
         elif isinstance(step, Consume):
             self.outbox.consume(step.env, step.faults)
+        if self.setup.workload == "outbox":
+            self.outbox.expire_items()
         self.outbox.read_stream()
 
     def drain(self) -> None:
@@ -168,19 +188,65 @@ class World:
                     outbox.publish(0, ())
                     if outbox.checkpoint == before:
                         break
+                if self.setup.sweeper:
+                    outbox.sweep(0, ())
                 outbox.consume(0, ())
+        if self.bucket:
+            self.audit_results()
         if self.setup.workload == "batch":
             undone = [r.name for r in self.source.records if not r.done]
             self.history.add(self.clock.now_ms(), "-", "drained", f"undone={undone}", undone=undone)
+
+    def audit_results(self) -> None:
+        """Read back every completed record's result, its S3 object resolved, as a replay
+        would: the checker matches it with the run that completed the record."""
+        from idempotent_lambda.exceptions import IdempotencyPersistenceLayerError
+
+        reader = DynamoDBPersistenceLayer(
+            self.table,
+            boto3_client=self.observer,
+            large_result_bucket=self.bucket,
+            s3_client=network.client("s3", self.endpoint, "library", -1),
+        )
+        for key, item in sorted(self.items.items()):
+            if item is None or item.get(self.schema.status_attr, {}).get("S") != "COMPLETED":
+                continue
+            try:
+                record = reader.get(key)
+                result = record.response_json_as_dict() if record else None
+            except IdempotencyPersistenceLayerError as exc:
+                result = {"error": str(exc)}
+            owner = item.get(self.schema.owner_attr, {}).get("S")
+            self.history.add(
+                self.clock.now_ms(),
+                "-",
+                "audit",
+                f"{self.history.key_label(key)} holds {result}",
+                key=key,
+                owner=owner,
+                result=result,
+            )
 
     def env(self, number: int) -> Env:
         if number not in self.envs:
             skew = self.setup.skews[number % len(self.setup.skews)]
             clock = SkewedClock(self.clock, skew)
             ddb = network.client("dynamodb", self.endpoint, self.setup.client, number)
-            store: DynamoDBPersistenceLayer | RecordingMemoryStore
+            store: DynamoDBPersistenceLayer | RecordingMemoryStore | RecordingRedisStore
             if self.memory is not None:  # one store: it has a length, so test it with `is`
                 store = self.memory
+            elif self.redis is not None:
+                store = RecordingRedisStore(self.redis, clock)
+            elif self.bucket:
+                s3 = network.client("s3", self.endpoint, self.setup.client, number)
+                store = DynamoDBPersistenceLayer(
+                    self.table,
+                    boto3_client=ddb,
+                    clock=clock,
+                    large_result_bucket=self.bucket,
+                    large_result_threshold_bytes=0,
+                    s3_client=s3,
+                )
             else:
                 store = DynamoDBPersistenceLayer(self.table, boto3_client=ddb, clock=clock)
             self.envs[number] = Env(clock, store, self.setup.client)
