@@ -231,8 +231,8 @@ class CompletionWriter:
     """Writes a batch handler's completions behind its records: grouped when it may.
 
     Args:
-        store: The engine's store (its record-format view): its ``complete`` is what a
-            completion calls, its ``release`` what a release calls.
+        store: The store view the batch and its engine share (`Entry.view`): its ``complete``
+            is what a completion calls, its ``release`` what a release calls.
         pool: Runs the requests.
     """
 
