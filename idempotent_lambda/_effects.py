@@ -22,7 +22,7 @@ class StoreCall(NamedTuple):
     """Effect: call a store method (in a worker thread when running async).
 
     ``behind``: a completion whose outcome cannot fail the call, so a batch lane may write it
-    while its next record runs (see `idempotent_lambda.adapters._batch_pipeline`).
+    while its next record runs (see `idempotent_lambda.adapters._batch_lanes`).
     ``lease_end_ms``: of a completion or a release, when the record's claim stops protecting
     it: a batch may write the completion (or delete a claim taken ahead for a record that does
     not run) unconditionally, with others, well before then

@@ -64,7 +64,6 @@ from idempotent_lambda.persistence.protocol import (
     ClaimOutcome,
     PersistenceStore,
     TransactItem,
-    store_for_format,
     transactional,
 )
 from idempotent_lambda.record import IdempotencyRecord, Status
@@ -101,7 +100,8 @@ class IdempotentFunction:
     """Everything one decorated function needs across its invocations.
 
     Args:
-        store: Where records live; its view for ``config.record_format`` is used.
+        store: Where records live: the store's view for ``config.record_format``
+            (`idempotent_lambda._entry.Entry.view`).
         config: The function's settings.
         function_name: Named in log lines and decisions.
         serializer: The ``to_dict``/``from_dict`` pair results are stored and rebuilt with.
@@ -114,9 +114,6 @@ class IdempotentFunction:
             function's name when None.
         key_prefix: What gives the function's key prefix: a body run without a record writes
             its outbox events under it (inside the function's grant).
-
-    Raises:
-        IdempotencyConfigError: ``store`` cannot keep records in ``config.record_format``.
     """
 
     def __init__(
@@ -133,7 +130,7 @@ class IdempotentFunction:
         span_name: str | None = None,
         key_prefix: Callable[[], str] | None = None,
     ) -> None:
-        self.store = store_for_format(store, config.record_format)
+        self.store = store
         self.key_prefix = key_prefix
         self.config = config
         self.function_name = function_name

@@ -23,7 +23,7 @@ from idempotent_lambda._identity import Derive
 from idempotent_lambda._record_format import POWERTOOLS, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
-from idempotent_lambda.persistence.protocol import PersistenceStore
+from idempotent_lambda.persistence.protocol import PersistenceStore, store_for_format
 from idempotent_lambda.record import IdempotencyRecord
 from idempotent_lambda.serialization._models import return_annotation
 
@@ -58,7 +58,7 @@ class Entry:
         IdempotencyConfigError: An argument is not usable.
     """
 
-    __slots__ = ("config", "key_prefix", "store")
+    __slots__ = ("_view", "config", "key_prefix", "store")
 
     def __init__(
         self,
@@ -78,6 +78,18 @@ class Entry:
         self.store = persistence_store
         self.config = config if config is not None else IdempotencyConfig()
         self.key_prefix = key_prefix
+        self._view: PersistenceStore | None = None
+
+    def view(self) -> PersistenceStore:
+        """Return the store's view for the config's record format, made once: the engines of
+        this decorator's functions read and write through it, and so do a batch's own calls.
+
+        Raises:
+            IdempotencyConfigError: The store cannot keep records in that format.
+        """
+        if self._view is None:
+            self._view = store_for_format(self.store, self.config.record_format)
+        return self._view
 
     def prefix(self, function: Callable[..., Any]) -> Callable[[], str]:
         """Check ``function``, then return what gives its key prefix at call time.
@@ -119,7 +131,7 @@ class Entry:
         named = named_by(function)
         span_name = self.key_prefix or f"{named.__module__}.{named.__qualname__}"
         return IdempotentFunction(
-            store=self.store,
+            store=self.view(),
             config=self.config,
             function_name=named.__qualname__,
             serializer=serializer,

@@ -155,7 +155,7 @@ def step(
     validated = _validation_material(settings, payload)
     clock = entry.store.clock
     engine = IdempotentFunction(
-        store=entry.store,
+        store=entry.view(),
         config=settings,
         function_name=f"durable step {name}",
         serializer=NoOpSerializer(),

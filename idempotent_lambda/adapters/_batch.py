@@ -10,12 +10,9 @@ each through the engine and answers with Lambda's partial batch response,
 - The records of a *chain* (a FIFO message group, a stream item) run in batch order, and once
   one fails the rest of the chain is reported without running; streams report every record from
   the first failure on (Lambda's checkpoint). Records that share a key run one after the other,
-  so a duplicate replays the first one's result. See `idempotent_lambda.adapters._batch_lanes`.
-- A lane of several records (``def`` handlers) claims them all in one parallel wave and writes
-  each completion while the next record runs, under the same rules; see
-  `idempotent_lambda.adapters._batch_pipeline`.
-- Completions of ``def`` handlers are written behind, up to 25 in one request while the
-  records' leases allow it; see `idempotent_lambda.adapters._batch_completions`.
+  so a duplicate replays the first one's result. ``def`` handlers run such a lane pipelined
+  (claims ahead, completions written behind), ``async def`` ones sequentially: see
+  `idempotent_lambda.adapters._batch_lanes`.
 - Before a record starts, the Lambda context's remaining time is checked; below the safety
   margin the rest of the batch is reported instead of Lambda killing it mid-record.
 - Before any record runs, every key is read at once when the store can (`BatchReadStore`) and
@@ -33,10 +30,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypedDict, TypeVar
 
-from idempotent_lambda._effects import StoreCall, TrackedBody
+from idempotent_lambda._effects import TrackedBody
 from idempotent_lambda._engine import idempotency_disabled
 from idempotent_lambda._entry import Entry, is_async
 from idempotent_lambda._identity import Derive, Invocation, build_invocation
@@ -46,23 +42,19 @@ from idempotent_lambda._lambda_context import (
     current_lambda_context,
 )
 from idempotent_lambda._observability import Outcome
-from idempotent_lambda.adapters._batch_completions import CompletionWriter
+from idempotent_lambda.adapters._batch_completions import (
+    CompletionWriter,
+    RecordFlow,
+    WorkerPools,
+)
 from idempotent_lambda.adapters._batch_lanes import (
     BatchItemFailure,
     BatchProgress,
     PartialBatchResponse,
     plan_lanes,
-    run_coroutine,
-    run_lanes,
-    run_lanes_async,
+    run_pipelined,
+    run_sequential,
     unique,
-)
-from idempotent_lambda.adapters._batch_pipeline import (
-    Behind,
-    RecordFlow,
-    WorkerPools,
-    run_lane_pipelined,
-    settle,
 )
 from idempotent_lambda.adapters._batch_source import BatchSource, at, check_source_scope
 from idempotent_lambda.config import IdempotencyConfig
@@ -205,6 +197,7 @@ class _BatchHandler(Generic[RecordT]):
         self.function = function
         self.is_async = is_async(function)
         self.prefix = entry.prefix(function)
+        self.store = entry.view()
         self.call = entry.engine(
             function,
             resolve_serializer(None, function),
@@ -212,10 +205,9 @@ class _BatchHandler(Generic[RecordT]):
             key_prefix=self.prefix,
         )
         self.config = entry.config
-        self.max_concurrency = max_concurrency
         self.margin_ms = margin_ms
         self.pools = WorkerPools(max_concurrency)
-        self.completions = CompletionWriter(self.call.store, self.pools.store_calls)
+        self.completions = CompletionWriter(self.store, self.pools.store_calls)
 
     def handle(self, event: Any, context: Any) -> PartialBatchResponse:
         """Process one batch and return the records Lambda must retry."""
@@ -251,10 +243,8 @@ class _BatchHandler(Generic[RecordT]):
         disabled = idempotency_disabled()  # one decision for the whole batch
         if disabled:
             self.call.note(Outcome.DISABLED)
-        prefix = self.prefix()
-        runs = [
-            _Record(self, event, raw, context, prefix=prefix, disabled=disabled) for raw in records
-        ]
+        delivery = _Delivery(event, context, self.prefix(), disabled)
+        runs = [_Record(self, delivery, raw) for raw in records]
         keys = [run.key() for run in runs]
         chains = self.source.chains(records)
         lanes = plan_lanes(chains, keys)
@@ -269,122 +259,31 @@ class _BatchHandler(Generic[RecordT]):
             margin_ms=self.margin_ms,
         )
         if self.is_async:
-
-            async def run_record_async(index: int) -> None:
-                if progress.may_start(index):
-                    progress.finish(index, await runs[index].run_async(stored[index]))
-
-            run_coroutine(run_lanes_async(lanes, self.max_concurrency, run_record_async))
-        else:
-
-            def run_record(index: int) -> None:
-                if progress.may_start(index):
-                    progress.finish(index, runs[index].run(stored[index]))
-
-            # A lane that only replays from the batch read makes no store call: threads would
-            # only add contention, so such lanes run here first.
-            now = self.call.store.clock.now_ms()
-            replays = [all(_replayable(stored[index], now) for index in lane) for lane in lanes]
-            pairs = list(zip(lanes, replays, strict=True))
-            run_lanes([lane for lane, replay in pairs if replay], None, run_record)
-            waiting = [lane for lane, replay in pairs if not replay]
-            if all(len(lane) == 1 for lane in waiting):
-                self._run_alone(waiting, runs, stored, progress)
-            else:
-                self._run_pipelined(waiting, runs, keys, stored, progress)
-        return progress.failed_identifiers()
-
-    def _run_alone(
-        self,
-        lanes: list[list[int]],
-        runs: list[_Record[RecordT]],
-        stored: list[IdempotencyRecord | None],
-        progress: BatchProgress,
-    ) -> None:
-        """Run lanes of one record each, side by side; their completions are written behind.
-
-        Each completion goes to the batch's `CompletionWriter` (grouped with others when it
-        may) and the record is settled once it is written, before the batch answers.
-        """
-        behind: list[Behind] = []  # appended from the lanes
-
-        def run_record(index: int) -> None:
-            if not progress.may_start(index):
-                return
-            flow = runs[index].flow(stored[index])
-            completion = flow.run_until_behind()
-            if completion is None:
-                progress.finish(index, runs[index].failure_of(flow.error))
-            else:
-                behind.append((index, flow, flow.context.run(self.completions.submit, completion)))
-
-        try:
-            run_lanes(lanes, self.pools.lanes(), run_record)
-        finally:
-            self._settle(behind, runs, progress)
-
-    def _settle(
-        self, behind: list[Behind], runs: list[_Record[RecordT]], progress: BatchProgress
-    ) -> None:
-        """Send the completions still queued from here, then settle every record behind."""
-        self.completions.flush()
-        for index, flow, future in behind:
-            settle(flow, future)
-            progress.finish(index, runs[index].failure_of(flow.error))
-
-    def _run_pipelined(
-        self,
-        lanes: list[list[int]],
-        runs: list[_Record[RecordT]],
-        keys: list[str | None],
-        stored: list[IdempotencyRecord | None],
-        progress: BatchProgress,
-    ) -> None:
-        """Run ordered lanes with their claims ahead and completions behind (`_batch_pipeline`).
-
-        The lanes' threads wait on the store calls, so those run in a pool of their own.
-        """
-
-        def start(index: int) -> RecordFlow:
-            return runs[index].flow(stored[index])
-
-        def failure(index: int, error: Exception | None) -> BaseException | None:
-            return runs[index].failure_of(error)
-
-        store_pool = self.pools.store_calls()
-        behind: list[Behind] = []  # what the lanes leave behind them, settled at the end
-
-        def run_lane(number: int) -> None:  # run_lanes hands out lane numbers here
-            run_lane_pipelined(
-                lanes[number],
-                keys=keys,
-                start=start,
-                failure=failure,
-                progress=progress,
-                pool=store_pool,
-                write_behind=self.completions.submit,
-                left_behind=behind,
-                release_together=self._release_together,
+            run_sequential(
+                lanes, self.pools.workers, progress, lambda i: runs[i].run_async(stored[i])
             )
-
-        try:
-            run_lanes([[n] for n in range(len(lanes))], self.pools.lanes(), run_lane)
-        finally:
-            self._settle(behind, runs, progress)
-
-    def _release_together(self, held: list[tuple[RecordFlow, StoreCall]]) -> list[Future[Any]]:
-        """Start the releases of claims a lane gives up, queued together (`give_up`)."""
-        submit = self.completions.submit
-        futures = [flow.context.run(submit, call, send=False) for flow, call in held]
-        self.completions.send_queued()
-        return futures
+        else:
+            now = self.store.clock.now_ms()
+            run_pipelined(
+                lanes,
+                keys=keys,
+                start=lambda index: runs[index].flow(stored[index]),
+                replays=[
+                    r is not None and r.status is Status.COMPLETED and not r.expired_at(now)
+                    for r in stored
+                ],
+                progress=progress,
+                pools=self.pools,
+                writer=self.completions,
+            )
+        return progress.failed_identifiers()
 
     def _read_all(self, records: list[Raw], keys: list[str | None]) -> dict[str, IdempotencyRecord]:
         """Read every key of the batch at once, when the store can and a redelivery is possible.
 
         A failed read only costs its round trip: each record then claims as usual.
         """
-        store = self.call.store
+        store = self.store
         wanted = [key for key in dict.fromkeys(keys) if key is not None]
         if not wanted or not isinstance(store, BatchReadStore):
             return {}
@@ -403,31 +302,28 @@ class _BatchHandler(Generic[RecordT]):
             return {}
 
 
-class _Record(Generic[RecordT]):
-    """One record's run: parsed once, when its identity or its handler first needs it.
+class _Delivery(NamedTuple):
+    """What every record of one batch shares."""
 
-    Key material is extracted once (see `BatchSource.key_material`); the invocation itself
-    (owner, lease, clock reading) is built when the record starts. Without an identity (no key
-    material, ``IDEMPOTENCY_DISABLED``) the handler runs unrecorded, inside a transaction all
-    the same.
+    event: Any
+    context: Any
+    prefix: str
+    disabled: bool
+
+
+class _Record(Generic[RecordT]):
+    """One record's run: parsed, and its key material extracted, once, when first needed.
+
+    The invocation (owner, lease, clock reading) is built when the record starts. Without an
+    identity (no key material, ``IDEMPOTENCY_DISABLED``) the handler runs unrecorded, inside a
+    transaction all the same.
     """
 
-    def __init__(
-        self,
-        batch: _BatchHandler[RecordT],
-        event: Any,
-        raw: Raw,
-        context: Any,
-        *,
-        prefix: str,
-        disabled: bool,
-    ) -> None:
+    def __init__(self, batch: _BatchHandler[RecordT], delivery: _Delivery, raw: Raw) -> None:
         self.batch = batch
-        self.event = event
+        self.event, self.context, self.prefix, disabled = delivery
         self.raw = raw
         self.carrier = batch.source.carrier(raw)  # where tracing looks for an outbox event
-        self.context = context
-        self.prefix = prefix
         self._parsed: tuple[RecordT] | None = None
         self._material: tuple[Any, Any] | None = None
         self.body = TrackedBody(self._handle)
@@ -443,10 +339,8 @@ class _Record(Generic[RecordT]):
         return self.batch.function(self.parsed(), self.context)
 
     def key(self) -> str | None:
-        """Return the record's key; None without one, or when it cannot be read (yet).
-
-        An unreadable record is not failed here: its run fails it with the same error.
-        """
+        """Return the record's key; None without one, or when it cannot be read (yet): its run
+        then fails it with the same error."""
         if self.deriver is None:
             return None
         try:
@@ -470,27 +364,19 @@ class _Record(Generic[RecordT]):
             material=material,
             validated=validated,
             prefix=self.prefix,
-            now_ms=self.batch.call.store.clock.now_ms(),
+            now_ms=batch.store.clock.now_ms(),
             context=lease,
         )
 
     def flow(self, known: IdempotencyRecord | None) -> RecordFlow:
-        """Start the record's flow, to be carried out step by step by a pipelined lane."""
+        """Start the record's flow (``known``: its record from the batch read), to be carried
+        out step by step by its pipelined lane."""
         flow = self.batch.call.enter(self.context, self.deriver, known, carrier=self.carrier)
-        return RecordFlow(flow, self.body.run)
-
-    def run(self, known: IdempotencyRecord | None) -> BaseException | None:
-        """Run the record (``known``: its record from the batch read); return what failed it."""
-        try:
-            self.batch.call.call(
-                self.context, self.deriver, self.body.run, known=known, carrier=self.carrier
-            )
-        except Exception as exc:
-            return self.failure(exc)
-        return None
+        return RecordFlow(flow, self.body.run, self.failure)
 
     async def run_async(self, known: IdempotencyRecord | None) -> BaseException | None:
-        """Async `run`, for ``async def`` record handlers."""
+        """Run the record with an ``async def`` handler (``known``: its record from the batch
+        read); return what failed it."""
         try:
             await self.batch.call.acall(
                 self.context, self.deriver, self.body.run_async, known=known, carrier=self.carrier
@@ -499,10 +385,6 @@ class _Record(Generic[RecordT]):
             return self.failure(exc)
         return None
 
-    def failure_of(self, error: Exception | None) -> BaseException | None:
-        """`failure` of a flow's error; None for a flow that ended without one."""
-        return None if error is None else self.failure(error)
-
     def failure(self, exc: BaseException) -> BaseException | None:
         """Return ``exc``; None when it says the record ran and only its result is unstorable."""
         # From the record's own flow, a retry could only raise again: the record is done. Raised
@@ -510,10 +392,3 @@ class _Record(Generic[RecordT]):
         if isinstance(exc, IdempotencyUnstorableResultError) and not self.body.raised:
             return None
         return exc
-
-
-def _replayable(record: IdempotencyRecord | None, now_ms: int) -> bool:
-    """Tell whether a record read up front will be replayed without another store call."""
-    return (
-        record is not None and record.status is Status.COMPLETED and not record.expired_at(now_ms)
-    )

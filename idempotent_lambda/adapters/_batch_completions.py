@@ -1,4 +1,8 @@
-"""A batch's completions, written together: one ``BatchWriteItem`` for up to 25 records.
+"""Write-behind, the property of a pipelined lane: a record's completion is written while the
+next record runs, and together with others', one ``BatchWriteItem`` for up to 25 records.
+
+`RecordFlow` carries one record's flow out effect by effect, up to the completion it leaves
+behind; `WorkerPools` holds the threads; `CompletionWriter` writes what is left behind.
 
 A completion is a conditional write: the record is replaced only while it is still this
 invocation's IN_PROGRESS claim. That condition can fail only once another invocation has taken
@@ -47,16 +51,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
-from idempotent_lambda._effects import StoreCall
+from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.persistence._aws import error_code
 from idempotent_lambda.persistence.protocol import BatchCompleteStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord
 
-__all__ = ["CompletionWriter"]
+__all__ = ["CompletionWriter", "RecordFlow", "WorkerPools"]
 
 logger = logging.getLogger("idempotent_lambda.batch")
 
@@ -68,6 +72,38 @@ BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
 MAX_SENDERS = 4
 
 
+class WorkerPools:
+    """A batch handler's threads, started on first use and kept for the next batches.
+
+    A warm Lambda serves batch after batch: starting ``workers`` threads for each one would cost
+    more CPU than the records themselves. Two pools, since a lane's thread waits on the store
+    calls it hands out (claims ahead, completions behind): with one pool, waiting lanes could
+    hold every thread.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._lanes: ThreadPoolExecutor | None = None
+        self._store_calls: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def lanes(self) -> Executor | None:
+        """Return the pool lanes run in; None when only one lane runs at a time."""
+        if self.workers <= 1:
+            return None
+        with self._lock:
+            if self._lanes is None:
+                self._lanes = ThreadPoolExecutor(self.workers, "idempotent-batch")
+            return self._lanes
+
+    def store_calls(self) -> Executor:
+        """Return the pool that runs the claims taken ahead and the completions behind."""
+        with self._lock:
+            if self._store_calls is None:
+                self._store_calls = ThreadPoolExecutor(self.workers, "idempotent-batch-store")
+            return self._store_calls
+
+
 class _Pending(NamedTuple):
     kind: str  # "complete" or "release"
     call: StoreCall
@@ -75,12 +111,128 @@ class _Pending(NamedTuple):
     context: contextvars.Context  # the record's: its requests are counted there
 
 
+class RecordFlow:
+    """One record's flow, carried out one effect at a time by its lane.
+
+    Flows of one lane are suspended side by side, so each steps (and runs its body) in a
+    context of its own: the Lambda context it binds, the transaction it opens and its trace
+    span stay its own. Its store calls made ahead or behind run in a copy of that context, so
+    a client's spans (botocore's) are children of the record's span.
+    """
+
+    def __init__(
+        self,
+        flow: Flow,
+        body: Callable[[], Any],
+        failure: Callable[[Exception], BaseException | None],
+    ) -> None:
+        self.flow = flow
+        self.body = body
+        self._failure = failure
+        self.context = contextvars.copy_context()
+        self.effect: Any = None
+        self.done = False
+        self.error: Exception | None = None
+        self.ahead: Future[Any] | None = None  # its first store call, sent ahead
+        self._step(lambda: flow.send(None))
+
+    def _step(self, step: Callable[[], Any]) -> None:
+        try:
+            self.effect = self.context.run(step)
+        except StopIteration:
+            self.done, self.effect = True, None
+        except Exception as exc:
+            self.done, self.effect, self.error = True, None, exc
+
+    def failure(self) -> BaseException | None:
+        """What fails the record once the flow is done (None: it is done)."""
+        return None if self.error is None else self._failure(self.error)
+
+    def answer(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Send an effect's result (or throw its error) into the flow; stop at the next effect."""
+        if error is None:
+            self._step(lambda: self.flow.send(value))
+        else:
+            self._step(lambda: self.flow.throw(error))
+
+    def send_ahead(self, pool: Executor) -> None:
+        """Start the pending store call (the claim) in ``pool``; `settle` answers it later."""
+        if isinstance(self.effect, StoreCall):
+            self.ahead = pool.submit(self.context.copy().run, _perform, self.effect)
+
+    def settle(self, future: Future[Any] | None = None) -> None:
+        """Answer the pending store call with ``future``'s outcome (default: the call sent
+        ahead, if any), waiting for it."""
+        future, self.ahead = future or self.ahead, None
+        if future is None:
+            return
+        try:
+            value = future.result()
+        except Exception as exc:
+            self.answer(error=exc)
+        else:
+            self.answer(value)
+
+    def perform(self) -> None:
+        """Carry out the pending effect in this thread."""
+        effect = self.effect
+        try:
+            if effect is RUN_BODY:
+                value = self.context.run(self.body)
+            elif isinstance(effect, Pause):
+                time.sleep(effect.seconds)
+                value = None
+            else:
+                value = self.context.run(_perform, effect)
+        except Exception as exc:
+            self.answer(error=exc)
+            return
+        self.answer(value)
+
+    def run_until_behind(self) -> StoreCall | None:
+        """Carry out effects until done, or until a completion that may be written behind."""
+        while not self.done:
+            effect = self.effect
+            if isinstance(effect, StoreCall) and effect.behind:
+                return effect
+            self.perform()
+        return None
+
+    def finish(self) -> None:
+        """Carry out every remaining effect."""
+        while not self.done:
+            self.perform()
+
+    def abandon(self) -> StoreCall | None:
+        """Give the record up before its body: release a claim it holds, or just close it.
+
+        Returns:
+            The release the flow stopped at, when it may be written with others' (`give_up`);
+            None when nothing is left to do.
+        """
+        self.settle()
+        if self.effect is RUN_BODY:
+            self.answer(error=_NotRunError())
+            effect = self.effect
+            if isinstance(effect, StoreCall) and effect.lease_end_ms is not None:
+                return effect
+            self.finish()
+        elif not self.done:
+            self.context.run(self.flow.close)
+            self.done = True
+        return None
+
+
+class _NotRunError(Exception):
+    """Thrown into a flow holding a claim for a record that will not run: it releases the claim."""
+
+
 class CompletionWriter:
     """Writes a batch handler's completions behind its records: grouped when it may.
 
     Args:
-        store: The engine's store (its record-format view): its ``complete`` is what a
-            completion calls, its ``release`` what a release calls.
+        store: The store view the batch and its engine share (`Entry.view`): its ``complete``
+            is what a completion calls, its ``release`` what a release calls.
         pool: Runs the requests.
     """
 

@@ -3,16 +3,28 @@
 A *lane* is a list of record indexes that must run in order: the records of one chain (a FIFO
 message group, a stream item) together with every record that shares an idempotency key with
 one of them, so that a duplicate runs after the record it duplicates and replays its result
-instead of meeting its claim in progress. Up to ``workers`` lanes run at once: in a thread pool
-for ``def`` handlers (each thread in a copy of the caller's context, so the batch's Lambda
-context stays bound), as asyncio tasks for ``async def`` ones.
+instead of meeting its claim in progress. Up to ``workers`` lanes run at once, and a lane runs
+one of two ways:
+
+- **Sequential** (``async def`` handlers): each record is one call of the engine, awaited before
+  the next; lanes are asyncio tasks.
+- **Pipelined** (``def`` handlers, `run_lane`): every record of the lane whose key is new to it
+  claims ahead, in parallel, while the first record runs; a record's completion is written
+  behind (`idempotent_lambda.adapters._batch_completions`) while the next one runs; a record
+  whose key appeared earlier in the lane claims in turn, once the earlier completions are
+  written, so it replays that result. Lanes run in threads, each in a copy of the caller's
+  context, so the batch's Lambda context stays bound.
 
 `BatchProgress` decides what is reported. Before a record starts, the Lambda context must have
 at least the safety margin left and the record's chain must not have failed. A failed record is
 reported and breaks its chain: the rest of it is reported without running, while other chains
 go on. On a checkpointed source (a stream) every record from the first one not done on is
 reported, since Lambda resumes from there. The outcome depends only on which records fail,
-never on how lanes interleave, so it is the same whatever ``max_concurrency`` is.
+never on how lanes interleave or which way they run, so it is the same whatever
+``max_concurrency`` is. A claim taken ahead for a record that does not run is released before
+the lane ends, with the others the lane gives up (in one request while their leases allow it);
+if that fails, its lease (the invocation's remaining time) ends and the next delivery takes the
+record over.
 """
 
 from __future__ import annotations
@@ -22,11 +34,13 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from idempotent_lambda._effects import StoreCall
 from idempotent_lambda._lambda_context import LambdaContextLike, remaining_ms
+from idempotent_lambda.adapters._batch_completions import CompletionWriter, RecordFlow, WorkerPools
 
 logger = logging.getLogger("idempotent_lambda.batch")
 
@@ -191,26 +205,174 @@ def plan_lanes(chains: Sequence[Hashable | None], keys: Sequence[str | None]) ->
 
 
 def run_lanes(
-    lanes: list[list[int]], pool: Executor | None, run_record: Callable[[int], None]
+    lanes: list[list[int]], pool: Executor | None, run_lane: Callable[[list[int]], None]
 ) -> None:
-    """Call ``run_record`` on every index, lane by lane, lanes side by side in ``pool``.
-
-    ``pool`` None, or a single lane, runs here, one lane after the other.
-    """
+    """Call ``run_lane`` on every lane, side by side in ``pool`` (None: here, one by one)."""
     if pool is None or len(lanes) <= 1:
         for lane in lanes:
-            _run_lane(lane, run_record)
+            run_lane(lane)
         return
-    futures = [
-        pool.submit(contextvars.copy_context().run, _run_lane, lane, run_record) for lane in lanes
-    ]
+    futures = [pool.submit(contextvars.copy_context().run, run_lane, lane) for lane in lanes]
     for future in futures:
         future.result()
 
 
-def _run_lane(lane: list[int], run_record: Callable[[int], None]) -> None:
+Behind = tuple[int, RecordFlow, "Future[Any]"]
+"""A record's index, its flow, and its completion being written behind."""
+
+
+def give_up(flows: list[RecordFlow], writer: CompletionWriter) -> None:
+    """Abandon ``flows`` (records that will not run); their claims are released together."""
+    held = [(flow, call) for flow in flows if (call := flow.abandon()) is not None]
+    if not held:
+        return
+    futures = [flow.context.run(writer.submit, call, send=False) for flow, call in held]
+    writer.send_queued()
+    for (flow, _), future in zip(held, futures, strict=True):
+        flow.settle(future)
+        flow.finish()
+
+
+def run_pipelined(
+    lanes: list[list[int]],
+    *,
+    keys: Sequence[str | None],
+    start: Callable[[int], RecordFlow],
+    replays: Sequence[bool],
+    progress: BatchProgress,
+    pools: WorkerPools,
+    writer: CompletionWriter,
+) -> None:
+    """Run lanes pipelined (`run_lane`), then settle every record they leave behind.
+
+    A lane that makes no store call (each record replays from the batch read) runs first, here:
+    threads would only add contention. The others run side by side in the lane pool.
+
+    Args:
+        lanes: Record indexes, each lane in the order its records must run.
+        keys: Each record's idempotency key (None: none known).
+        start: Index -> the record's flow, advanced to its first effect.
+        replays: Each record replays from the batch read (no store call).
+        progress: Admits each record and keeps its outcome.
+        pools: The lanes' threads and those of the claims taken ahead.
+        writer: Writes the completions behind.
+    """
+    store_calls = pools.store_calls()
+    behind: list[Behind] = []
+
+    def run(lane: list[int]) -> None:
+        run_lane(
+            lane,
+            keys=keys,
+            start=start,
+            progress=progress,
+            pool=store_calls,
+            writer=writer,
+            behind=behind,
+        )
+
+    here: list[list[int]] = []
+    elsewhere: list[list[int]] = []
+    for lane in lanes:
+        (here if all(replays[index] for index in lane) else elsewhere).append(lane)
+    try:
+        run_lanes(here, None, run)
+        run_lanes(elsewhere, pools.lanes(), run)
+    finally:
+        writer.flush()  # what is still queued: sent from here too, since we wait for it now
+        settle_behind(behind, progress)
+
+
+def run_lane(
+    lane: list[int],
+    *,
+    keys: Sequence[str | None],
+    start: Callable[[int], RecordFlow],
+    progress: BatchProgress,
+    pool: Executor,
+    writer: CompletionWriter,
+    behind: list[Behind],
+) -> None:
+    """Run one lane's records in order, pipelined: claims ahead, completions behind.
+
+    Args:
+        lane: Record indexes, in the order they must run.
+        keys: Each record's idempotency key (None: none known, it claims in turn).
+        start: Index -> the record's flow, advanced to its first effect.
+        progress: Admits each record, and keeps the outcome of those not left ``behind``.
+        pool: Runs the claims taken ahead.
+        writer: Writes the completions behind, and releases the claims given up.
+        behind: Where the lane leaves its records whose completion is still being written,
+            for the batch to settle (`RecordFlow.settle`, then ``progress.finish``).
+    """
+    if not progress.may_start(lane[0]):  # the batch has stopped: no record of the lane starts
+        for index in lane[1:]:
+            progress.may_start(index)
+        return
+    ahead: dict[int, RecordFlow] = {}
+    seen: set[str] = set()
     for index in lane:
-        run_record(index)
+        key = keys[index]
+        if key is not None and key not in seen:
+            seen.add(key)
+            ahead[index] = start(index)
+    wave = list(ahead.values())
+    if len(wave) == 1:  # a lone claim is made here: no other thread to wait for
+        if isinstance(wave[0].effect, StoreCall):
+            wave[0].perform()
+    else:
+        for claimer in wave:
+            claimer.send_ahead(pool)  # in batch order: one store thread makes them in order
+        for claimer in wave:
+            claimer.settle()
+    mine: list[Behind] = []
+    not_run: list[RecordFlow] = []
+    try:
+        for index in lane:
+            flow = ahead.pop(index, None)
+            if index != lane[0] and not progress.may_start(index):
+                if flow is not None:
+                    not_run.append(flow)
+                continue
+            if flow is None:
+                # A repeated key claims once the earlier result is written, or its claim deleted.
+                settle_behind(mine, progress)
+                give_up(not_run, writer)
+                not_run.clear()
+                flow = start(index)
+            completion = flow.run_until_behind()
+            if completion is None:
+                progress.finish(index, flow.failure())
+            else:
+                mine.append((index, flow, flow.context.run(writer.submit, completion)))
+    finally:
+        give_up([*not_run, *ahead.values()], writer)
+        behind.extend(mine)
+
+
+def settle_behind(behind: list[Behind], progress: BatchProgress) -> None:
+    """Wait for the completions ``behind``, finish their flows and record the outcomes."""
+    for index, flow, future in behind:
+        flow.settle(future)
+        flow.finish()
+        progress.finish(index, flow.failure())
+    behind.clear()
+
+
+def run_sequential(
+    lanes: list[list[int]],
+    workers: int,
+    progress: BatchProgress,
+    run: Callable[[int], Awaitable[BaseException | None]],
+) -> None:
+    """Run lanes sequentially, up to ``workers`` at once, as asyncio tasks: each record is one
+    awaited ``run`` (index -> what failed it), admitted by ``progress`` first."""
+
+    async def run_record(index: int) -> None:
+        if progress.may_start(index):
+            progress.finish(index, await run(index))
+
+    run_coroutine(run_lanes_async(lanes, workers, run_record))
 
 
 async def run_lanes_async(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
-from idempotent_lambda.outbox._event import PUBLISHED_AT
+from idempotent_lambda._outbox_format import PUBLISHED_AT
 from tests.simulation.history import Entry, History, Write
 
 

@@ -174,13 +174,13 @@ class _NoSleep:
 #: Modules whose ``time`` is simulated, and whose thread pools run inline.
 SLEEPERS = (
     "idempotent_lambda.adapters._batch_completions",
-    "idempotent_lambda.adapters._batch_pipeline",
+    "idempotent_lambda.adapters._batch_lanes",
     "idempotent_lambda.persistence.dynamodb._store",
     "idempotent_lambda.persistence.dynamodb._outbox",
     "idempotent_lambda.outbox._publisher",
     "idempotent_lambda._effects",
 )
-POOLS = ("idempotent_lambda.adapters._batch_pipeline", "idempotent_lambda.outbox._publisher")
+POOLS = ("idempotent_lambda.adapters._batch_completions", "idempotent_lambda.outbox._publisher")
 
 
 @contextlib.contextmanager

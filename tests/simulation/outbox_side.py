@@ -12,11 +12,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda import idempotent
+from idempotent_lambda._outbox_format import is_outbox_key
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.event_keys import OUTBOX_EVENT
 from idempotent_lambda.metrics import EMFMetrics
 from idempotent_lambda.outbox import STREAM_FILTER_PATTERN, emit, publish_handler, sweep_handler
-from idempotent_lambda.outbox._event import is_outbox_key
 from idempotent_lambda.testing import api_gateway_http_event
 from tests.simulation import network
 from tests.simulation.program import STREAM_RETENTION_MS, Call, Fault

@@ -135,6 +135,26 @@ def test_the_time_budget_releases_the_claims_of_records_it_stops(
     assert Counter({"COMPLETED": 3, "gone": 2}) == store.statuses()
 
 
+def test_a_lane_that_would_start_after_the_time_budget_claims_nothing(
+    idempotency_store: InMemoryPersistenceLayer,
+    idempotency_clock: ManualClock,
+    lambda_context: FakeLambdaContext,
+) -> None:
+    """Once the batch has stopped, a lane not started yet is reported without a claim."""
+    log: list[str] = []
+    store = LogStore(idempotency_store, log)
+
+    @idempotent_sqs_handler(persistence_store=store, time_safety_margin_ms=5_000, max_concurrency=1)
+    def handler(record: SQSRecord, context: Any) -> None:
+        log.append(f"run {record.message_id}")
+        idempotency_clock.advance(seconds=3_600)
+
+    answer = handler(batch(*group(2, "a"), *group(2, "b")), lambda_context)
+    assert ["a-1", "b-0", "b-1"] == failed(answer)
+    assert ["a-0"] == runs(log)
+    assert Counter({"claim": 2, "complete": 1, "release": 1}) == store.calls
+
+
 def test_a_failed_completion_keeps_the_record_in_progress_and_the_batch_succeeds(
     idempotency_store: InMemoryPersistenceLayer, lambda_context: FakeLambdaContext
 ) -> None:
