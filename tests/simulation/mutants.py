@@ -102,7 +102,7 @@ MUTANTS = (
     Mutant(
         "takeover-early",
         "a claim takes over a lease 30 s before it ends (the tolerance turned around)",
-        "_engine.py",
+        "_claim.py",
         "lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,",
         "lease_cutoff_ms=now + 30_000,",
     ),
