@@ -19,7 +19,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypedDict, TypeVar
 
 from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS, claim
 from idempotent_lambda._durable_context import (
@@ -57,7 +57,13 @@ from idempotent_lambda.transaction import close_transaction, open_transaction
 
 #: CLOCK_SKEW_TOLERANCE_MS is the claim loop's (`idempotent_lambda._claim`), named here too for
 #: the modules that read the lease rule from the engine.
-__all__ = ["CLOCK_SKEW_TOLERANCE_MS", "Derive", "IdempotentFunction", "idempotency_disabled"]
+__all__ = [
+    "CLOCK_SKEW_TOLERANCE_MS",
+    "Derive",
+    "Hooks",
+    "IdempotentFunction",
+    "idempotency_disabled",
+]
 
 T = TypeVar("T")
 
@@ -67,6 +73,16 @@ Derive = Callable[[LambdaContextLike | None], Invocation | None]
 None when the payload holds no key material; raises `IdempotencyKeyError` (or an adapter's own
 rejection) when the key cannot be read.
 """
+
+
+class Hooks(TypedDict, total=False):
+    """What an adapter adds to a function's engine: see `IdempotentFunction` for each."""
+
+    store_result_if: Callable[[Any], bool] | None
+    on_replay: Callable[[Any, IdempotencyRecord], Any] | None
+    key_source: str | None
+    key_prefix: Callable[[], str] | None
+
 
 _DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
 _TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
