@@ -69,34 +69,44 @@ def _prepare(value: Any) -> Any:
     if kind is float:
         return _float(value)
     if kind is dict:
-        copy = None
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _ExactEncodingNeededError
-            if type(item) in _PLAIN:
-                continue
-            new = _prepare(item)
-            if new is not item:
-                if copy is None:
-                    copy = dict(value)
-                copy[key] = new
-        return value if copy is None else copy
+        return _prepare_dict(value)
     if kind is list or kind is tuple:
-        items = None
-        for index, item in enumerate(value):
-            if type(item) in _PLAIN:
-                continue
-            new = _prepare(item)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
+        return _prepare_list(value)
     if isinstance(value, dict | list | tuple | float | set | frozenset | decimal.Decimal | Mapping):
         raise _ExactEncodingNeededError
     if isinstance(value, str | int):  # StrEnum, IntEnum: the C encoder spells them exactly
         return value
     return _prepare(_replacement(value))
+
+
+def _prepare_dict(value: dict[Any, Any]) -> dict[str, Any]:
+    """`_prepare` a dict's values; a copy only if one changes. Non-string keys need `_exact`."""
+    copy = None
+    for key, item in value.items():
+        if type(key) is not str:
+            raise _ExactEncodingNeededError
+        if type(item) in _PLAIN:
+            continue
+        new = _prepare(item)
+        if new is not item:
+            if copy is None:
+                copy = dict(value)
+            copy[key] = new
+    return value if copy is None else copy
+
+
+def _prepare_list(value: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    """`_prepare` a list's (or tuple's) items; a list copy only if one changes."""
+    items = None
+    for index, item in enumerate(value):
+        if type(item) in _PLAIN:
+            continue
+        new = _prepare(item)
+        if new is not item:
+            if items is None:
+                items = list(value)
+            items[index] = new
+    return value if items is None else items
 
 
 def _float(value: float) -> Any:
