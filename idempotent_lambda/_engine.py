@@ -3,9 +3,9 @@
 `IdempotentFunction.flow` is a generator that describes one invocation: it yields effects (a
 store call, a pause, running the body) and gets their outcomes back; the drivers in
 `idempotent_lambda._effects` carry them out, in the caller's thread (`run_sync`) or on its event
-loop (`run_async`). Every rule here (fencing, waiting, takeover, release, transactions,
-unstorable results) is a run of store calls with decisions between them that do not depend on
-how a call is awaited, so each is written once for `def` and `async def` functions alike.
+loop (`run_async`). Every rule of the state machine (fencing, waiting, takeover, release,
+transactions, unstorable results) is a run of store calls with decisions between them that do
+not depend on how a call is awaited, so each is written once for `def` and `async def` alike.
 
 In reading order: `call`/`acall` → `enter` → `flow` (local cache, then the claim loop,
 `idempotent_lambda._claim.claim`, which claims, waits or finds a result to replay) →
