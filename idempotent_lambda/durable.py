@@ -189,7 +189,7 @@ def step(
     return result
 
 
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+@dataclasses.dataclass(slots=True, eq=False)
 class BoundStep(Generic[T]):
     """A step function with its arguments, name, store and settings: what `step` runs.
 
