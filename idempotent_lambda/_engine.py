@@ -21,7 +21,10 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any, NoReturn, TypedDict, TypeVar
 
-from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS, claim
+from idempotent_lambda._claim import (  # the lease rule's name, read here by other modules too
+    CLOCK_SKEW_TOLERANCE_MS as CLOCK_SKEW_TOLERANCE_MS,  # noqa: PLC0414 - an explicit re-export
+)
+from idempotent_lambda._claim import claim
 from idempotent_lambda._durable_context import (
     DURABLE_LEASE_SECONDS,
     DurableRun,
@@ -55,16 +58,6 @@ from idempotent_lambda.persistence.protocol import (
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.transaction import close_transaction, open_transaction
 
-#: CLOCK_SKEW_TOLERANCE_MS is the claim loop's (`idempotent_lambda._claim`), named here too for
-#: the modules that read the lease rule from the engine.
-__all__ = [
-    "CLOCK_SKEW_TOLERANCE_MS",
-    "Derive",
-    "Hooks",
-    "IdempotentFunction",
-    "idempotency_disabled",
-]
-
 T = TypeVar("T")
 
 Derive = Callable[[LambdaContextLike | None], Invocation | None]
@@ -75,6 +68,10 @@ rejection) when the key cannot be read.
 """
 
 
+_DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
+_TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
+
+
 class Hooks(TypedDict, total=False):
     """What an adapter adds to a function's engine: see `IdempotentFunction` for each."""
 
@@ -82,10 +79,6 @@ class Hooks(TypedDict, total=False):
     on_replay: Callable[[Any, IdempotencyRecord], Any] | None
     key_source: str | None
     key_prefix: Callable[[], str] | None
-
-
-_DISABLE_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
-_TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 
 def idempotency_disabled() -> bool:
