@@ -242,13 +242,18 @@ def _exact(value: Any) -> str:
             return _exact(value.value)
         return _number(value)
     if isinstance(value, Mapping):
-        items = {_key(k): v for k, v in value.items()}
-        if len(items) != len(value):
-            raise IdempotencyKeyError("key material has object keys that collide as strings")
-        pairs = sorted(items.items(), key=lambda item: item[0])
-        return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in pairs) + "}"
+        return _exact_object(value)
     if isinstance(value, list | tuple):
         return "[" + ",".join(_exact(item) for item in value) + "]"
     if isinstance(value, set | frozenset):
         return "[" + ",".join(sorted(_exact(item) for item in value)) + "]"
     return _exact(_replacement(value))
+
+
+def _exact_object(value: Mapping[Any, Any]) -> str:
+    """`_exact` of a mapping: keys as strings (`_key`), sorted by code point; no two alike."""
+    items = {_key(k): v for k, v in value.items()}
+    if len(items) != len(value):
+        raise IdempotencyKeyError("key material has object keys that collide as strings")
+    pairs = sorted(items.items(), key=lambda item: item[0])
+    return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in pairs) + "}"
