@@ -69,34 +69,44 @@ def _prepare(value: Any) -> Any:
     if kind is float:
         return _float(value)
     if kind is dict:
-        copy = None
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _ExactEncodingNeededError
-            if type(item) in _PLAIN:
-                continue
-            new = _prepare(item)
-            if new is not item:
-                if copy is None:
-                    copy = dict(value)
-                copy[key] = new
-        return value if copy is None else copy
+        return _prepare_dict(value)
     if kind is list or kind is tuple:
-        items = None
-        for index, item in enumerate(value):
-            if type(item) in _PLAIN:
-                continue
-            new = _prepare(item)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
+        return _prepare_list(value)
     if isinstance(value, dict | list | tuple | float | set | frozenset | decimal.Decimal | Mapping):
         raise _ExactEncodingNeededError
     if isinstance(value, str | int):  # StrEnum, IntEnum: the C encoder spells them exactly
         return value
     return _prepare(_replacement(value))
+
+
+def _prepare_dict(value: dict[Any, Any]) -> dict[str, Any]:
+    """`_prepare` a dict's values; a copy only if one changes. Non-string keys need `_exact`."""
+    copy = None
+    for key, item in value.items():
+        if type(key) is not str:
+            raise _ExactEncodingNeededError
+        if type(item) in _PLAIN:
+            continue
+        new = _prepare(item)
+        if new is not item:
+            if copy is None:
+                copy = dict(value)
+            copy[key] = new
+    return value if copy is None else copy
+
+
+def _prepare_list(value: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    """`_prepare` a list's (or tuple's) items; a list copy only if one changes."""
+    items = None
+    for index, item in enumerate(value):
+        if type(item) in _PLAIN:
+            continue
+        new = _prepare(item)
+        if new is not item:
+            if items is None:
+                items = list(value)
+            items[index] = new
+    return value if items is None else items
 
 
 def _float(value: float) -> Any:
@@ -232,13 +242,18 @@ def _exact(value: Any) -> str:
             return _exact(value.value)
         return _number(value)
     if isinstance(value, Mapping):
-        items = {_key(k): v for k, v in value.items()}
-        if len(items) != len(value):
-            raise IdempotencyKeyError("key material has object keys that collide as strings")
-        pairs = sorted(items.items(), key=lambda item: item[0])
-        return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in pairs) + "}"
+        return _exact_object(value)
     if isinstance(value, list | tuple):
         return "[" + ",".join(_exact(item) for item in value) + "]"
     if isinstance(value, set | frozenset):
         return "[" + ",".join(sorted(_exact(item) for item in value)) + "]"
     return _exact(_replacement(value))
+
+
+def _exact_object(value: Mapping[Any, Any]) -> str:
+    """`_exact` of a mapping: keys as strings (`_key`), sorted by code point; no two alike."""
+    items = {_key(k): v for k, v in value.items()}
+    if len(items) != len(value):
+        raise IdempotencyKeyError("key material has object keys that collide as strings")
+    pairs = sorted(items.items(), key=lambda item: item[0])
+    return "{" + ",".join(f"{_encode_string(k)}:{_exact(v)}" for k, v in pairs) + "}"

@@ -14,18 +14,20 @@ import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, Protocol, TypeVar, cast, get_origin
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast, get_origin
 
 from idempotent_lambda._effects import TrackedBody
-from idempotent_lambda._engine import IdempotentFunction
+from idempotent_lambda._engine import Hooks, IdempotentFunction
 from idempotent_lambda._grant import check_granted
 from idempotent_lambda._identity import Derive
 from idempotent_lambda._record_format import POWERTOOLS, RecordFormat
 from idempotent_lambda.config import IdempotencyConfig
 from idempotent_lambda.exceptions import IdempotencyConfigError
 from idempotent_lambda.persistence.protocol import PersistenceStore, store_for_format
-from idempotent_lambda.record import IdempotencyRecord
 from idempotent_lambda.serialization._models import return_annotation
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -116,13 +118,10 @@ class Entry:
         function: Callable[..., Any],
         serializer: Any,
         *,
-        store_result_if: Callable[[Any], bool] | None = None,
-        on_replay: Callable[[Any, IdempotencyRecord], Any] | None = None,
-        key_source: str | None = None,
         adapter: str | None = None,
-        key_prefix: Callable[[], str] | None = None,
+        **hooks: Unpack[Hooks],
     ) -> IdempotentFunction:
-        """Build ``function``'s engine (see `IdempotentFunction` for the arguments).
+        """Build ``function``'s engine, with the adapter's ``hooks`` (see `IdempotentFunction`).
 
         Its spans are named after the key prefix when one is given, else the function's
         ``module.qualname`` (a Lambda handler is usually just ``handler``), after the
@@ -130,16 +129,15 @@ class Entry:
         """
         named = named_by(function)
         span_name = self.key_prefix or f"{named.__module__}.{named.__qualname__}"
+        if adapter is not None:
+            span_name = f"{adapter} {span_name}"
         return IdempotentFunction(
             store=self.view(),
             config=self.config,
             function_name=named.__qualname__,
             serializer=serializer,
-            store_result_if=store_result_if,
-            on_replay=on_replay,
-            key_source=key_source,
-            span_name=span_name if adapter is None else f"{adapter} {span_name}",
-            key_prefix=key_prefix,
+            span_name=span_name,
+            **hooks,
         )
 
 
@@ -240,15 +238,15 @@ def wrap(
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             payload, context = locate(args, kwargs)
             body = TrackedBody(functools.partial(async_function, *args, **kwargs))
+            if answer is None:
+                return await call.acall(context, deriver(payload), body.run_async, carrier=payload)
             try:
                 result = await call.acall(
                     context, deriver(payload), body.run_async, carrier=payload
                 )
             except Exception as exc:
-                if answer is None:
-                    raise
                 return answer.failure(exc, body, payload)
-            return result if answer is None else answer.result(result, payload)
+            return answer.result(result, payload)
 
         return cast(Callable[P, R], async_wrapper)
 
@@ -256,13 +254,13 @@ def wrap(
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         payload, context = locate(args, kwargs)
         body = TrackedBody(functools.partial(function, *args, **kwargs))
+        if answer is None:
+            return call.call(context, deriver(payload), body.run, carrier=payload)
         try:
             result = call.call(context, deriver(payload), body.run, carrier=payload)
         except Exception as exc:
-            if answer is None:
-                raise
             return answer.failure(exc, body, payload)
-        return result if answer is None else answer.result(result, payload)
+        return answer.result(result, payload)
 
     return cast(Callable[P, R], wrapper)
 

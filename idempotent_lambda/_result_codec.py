@@ -107,6 +107,11 @@ def _wrap(value: Any) -> Any:
         return {key: _wrap(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_wrap(item) for item in value]
+    return _wrap_tagged(value)
+
+
+def _wrap_tagged(value: Any) -> Any:
+    """Wrap what JSON cannot say as itself: a tagged object, or a model's dict form."""
     if isinstance(value, decimal.Decimal):
         return {"$decimal": str(value)}
     if isinstance(value, tuple):

@@ -189,6 +189,7 @@ def step(
     return result
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class BoundStep(Generic[T]):
     """A step function with its arguments, name, store and settings: what `step` runs.
 
@@ -196,24 +197,12 @@ class BoundStep(Generic[T]):
     settings are the defaults that `step`'s own arguments override.
     """
 
-    __slots__ = ("_call", "config", "key_prefix", "name", "persistence_store", "step_config")
-
-    def __init__(
-        self,
-        call: Callable[[Any], T],
-        *,
-        name: str,
-        persistence_store: PersistenceStore,
-        config: IdempotencyConfig | None,
-        key_prefix: str | None,
-        step_config: Any,
-    ) -> None:
-        self._call = call
-        self.name = name
-        self.persistence_store = persistence_store
-        self.config = config
-        self.key_prefix = key_prefix
-        self.step_config = step_config
+    _call: Callable[[Any], T]
+    name: str
+    persistence_store: PersistenceStore
+    config: IdempotencyConfig | None
+    key_prefix: str | None
+    step_config: Any
 
     def __call__(self, step_context: Any) -> T:
         """Run the function with the SDK's step context and the bound arguments."""
@@ -256,11 +245,11 @@ def idempotent_step(
         def bind(*args: P.args, **kwargs: P.kwargs) -> BoundStep[T]:
             return BoundStep(
                 lambda step_context: func(step_context, *args, **kwargs),
-                name=step_name,
-                persistence_store=persistence_store,
-                config=config,
-                key_prefix=key_prefix,
-                step_config=step_config,
+                step_name,
+                persistence_store,
+                config,
+                key_prefix,
+                step_config,
             )
 
         bind.__name__ = step_name

@@ -154,6 +154,7 @@ class EMFMetrics:
     ) -> None:
         if not isinstance(namespace, str) or not 0 < len(namespace) <= 255:
             raise IdempotencyConfigError("namespace must be a string of 1 to 255 characters")
+        self.namespace = namespace
         base = dict(dimensions or {})
         service = service if service is not None else os.environ.get("POWERTOOLS_SERVICE_NAME")
         if service:
@@ -164,7 +165,6 @@ class EMFMetrics:
             raise IdempotencyConfigError(f"EMF allows at most {MAX_DIMENSIONS} dimensions")
         if function_dimension and "Function" in base:
             raise IdempotencyConfigError("'Function' is used by function_dimension=True")
-        self.namespace = namespace
         self._dimensions = base
         self._function_dimension = function_dimension
         self._auto_flush = auto_flush

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from samples.scenario import Response, Transcript
+    from samples.local_app import Response
+    from samples.watchers import Transcript
 
 
 @dataclass(frozen=True, slots=True)

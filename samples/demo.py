@@ -25,9 +25,11 @@ import sys
 import warnings
 from pathlib import Path
 
+from samples.local_app import start_app
 from samples.local_lambda import invoke, load_handler
 from samples.local_server import dynamodb_endpoint
-from samples.scenario import Transcript, run_scenario, start_app
+from samples.scenario import run_scenario
+from samples.watchers import Transcript
 
 
 def run_demo(

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from samples.local_app import PUBLISHER, LocalApp, Outbox, order_body
 from samples.local_lambda import PublisherKilled, is_outbox_key, sqs_event, stream_event
 from samples.local_stack import load_template
-from samples.scenario import PUBLISHER, LocalApp, Outbox, Transcript, metric_total, order_body
+from samples.watchers import Transcript, metric_total
 
 PUBLISH, CONSUME = PUBLISHER[0], "ReserveStockFunction"
 #: How every outbox line of the transcript starts, so they can be picked out of it.

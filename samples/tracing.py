@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from samples.scenario import LocalApp, Transcript
+    from samples.local_app import LocalApp
+    from samples.watchers import Transcript
 
 #: The attributes printed after a span's name (the rest are in the exporter's output).
 SHOWN = ("faas.trigger", "rpc.method", "error.type")
@@ -41,7 +42,7 @@ def step_trace(app: LocalApp, t: Transcript) -> None:
     except ImportError:
         t.note("opentelemetry-sdk is not installed (make demo installs it): step skipped")
         return
-    from samples.scenario import order_body
+    from samples.local_app import order_body
 
     exporter = InMemorySpanExporter()
     provider = trace.get_tracer_provider()

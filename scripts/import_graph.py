@@ -68,7 +68,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "engine",
         "the record state machine, its effects and drivers, transactions, spans, metrics",
-        ("_engine", "_effects", "transaction", "_tracing", "metrics"),
+        ("_engine", "_claim", "_recording", "_effects", "transaction", "_tracing", "metrics"),
     ),
     (
         "entry and adapters",

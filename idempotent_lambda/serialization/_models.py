@@ -95,6 +95,11 @@ def rebuild(tp: Any, data: Any) -> Any:
         return rebuild(members[0], data) if len(members) == 1 else data
     if origin is typing.Annotated:
         return rebuild(args[0], data)
+    return _rebuild_items(tp, origin, args, data)
+
+
+def _rebuild_items(tp: Any, origin: Any, args: tuple[Any, ...], data: Any) -> Any:
+    """`rebuild` the values of a mapping, or the items of a sequence, that ``tp`` describes."""
     if origin in _MAPPINGS and len(args) == 2:
         if isinstance(data, dict):
             return {key: rebuild(args[1], value) for key, value in data.items()}

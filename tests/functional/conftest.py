@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from samples.scenario import LocalApp, build_app, watching
+from samples.local_app import LocalApp, build_app, watching
 
 _HERE = Path(__file__).parent
 _ROOT = _HERE.parents[1]
@@ -51,7 +51,7 @@ def patient_sample() -> Iterator[None]:
     from botocore.config import Config
 
     import samples.demo
-    import samples.scenario
+    import samples.local_app
     from samples.app import aws
     from samples.local_lambda import invoke
 
@@ -67,7 +67,7 @@ def patient_sample() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(aws.SESSION, "client", client)
         patch.setattr(aws, "_CLIENT_CONFIG", aws._CLIENT_CONFIG.merge(patient))
-        patch.setattr(samples.scenario, "invoke", patient_invoke)
+        patch.setattr(samples.local_app, "invoke", patient_invoke)
         patch.setattr(samples.demo, "invoke", patient_invoke)
         yield
 

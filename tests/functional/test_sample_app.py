@@ -15,6 +15,7 @@ import pytest
 from samples.answers import expect_duplicates, explain_answers
 from samples.app.orders import order_id_for
 from samples.demo import main
+from samples.local_app import CALLER, OTHER_CALLER, LocalApp, Response, order_body
 from samples.local_stack import (
     bucket_configuration_requests,
     bucket_definitions,
@@ -24,18 +25,8 @@ from samples.local_stack import (
     resources_of,
     table_definitions,
 )
-from samples.scenario import (
-    CALLER,
-    OTHER_CALLER,
-    LocalApp,
-    Response,
-    Transcript,
-    order_body,
-    run_scenario,
-    step_create_orders,
-    step_payments,
-    step_projection,
-)
+from samples.scenario import run_scenario, step_create_orders, step_payments, step_projection
+from samples.watchers import Transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 

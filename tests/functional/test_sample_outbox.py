@@ -14,9 +14,11 @@ import boto3
 import pytest
 
 from idempotent_lambda._outbox_format import EMITTED_AT, ID, KEY_MARK, PENDING
+from samples.local_app import LocalApp, Outbox, order_body
 from samples.local_lambda import PublisherKilled, filter_records, is_outbox_key, stream_event
 from samples.outbox_steps import TAG, step_outbox
-from samples.scenario import LocalApp, Outbox, Transcript, order_body, step_create_orders
+from samples.scenario import step_create_orders
+from samples.watchers import Transcript
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

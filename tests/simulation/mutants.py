@@ -57,9 +57,9 @@ MUTANTS = (
     Mutant(
         "done-without-completion",
         "a batch record whose body failed reported done, with no completion written",
-        "adapters/_batch.py",
+        "adapters/_batch_lanes.py",
         "            if completion is None:\n"
-        "                progress.finish(index, runs[index].failure_of(flow.error))",
+        "                progress.finish(index, flow.failure())",
         "            if completion is None:\n                progress.finish(index, None)",
     ),
     Mutant(
@@ -102,7 +102,7 @@ MUTANTS = (
     Mutant(
         "takeover-early",
         "a claim takes over a lease 30 s before it ends (the tolerance turned around)",
-        "_engine.py",
+        "_claim.py",
         "lease_cutoff_ms=now - CLOCK_SKEW_TOLERANCE_MS,",
         "lease_cutoff_ms=now + 30_000,",
     ),

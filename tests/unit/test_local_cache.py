@@ -13,7 +13,7 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     idempotent,
 )
-from idempotent_lambda._engine import LocalCache
+from idempotent_lambda._recording import LocalCache
 from idempotent_lambda.record import IdempotencyRecord, Status
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.unit._doubles import Decisions, Runs, SpyStore
