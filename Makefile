@@ -178,7 +178,7 @@ bench: $(STAMP)
 
 # The figures of the charts and of the README, refreshed: the CPU, round-trip and import suites,
 # then 100-record batches on real clients, written to benchmarks/results/*.json (commit them,
-# then `make charts`). About 10 minutes on a shared 2-core machine.
+# then `make charts`). About 6 minutes on a shared 2-core machine.
 bench-json: $(STAMP)
 	$(BIN)/pip install --quiet --group bench
 	$(BIN)/python -m benchmarks.run --json benchmarks/results/invocation.json

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,17 @@ CHARTS = ROOT / "docs" / "assets" / "charts"
 README = ROOT / "README.md"
 BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 #: Where the README (shown alone on the package index) finds the charts.
-RAW = "https://raw.githubusercontent.com/idempotent-lambda/idempotent-lambda/main/docs/assets/charts"
+RAW = (
+    "https://raw.githubusercontent.com/idempotent-lambda/idempotent-lambda/main/docs/assets/charts"
+)
 BATCH_SIZE = 100
 SOURCES = ("sqs", "fifo", "stream", "kinesis", "kafka", "kafka-fail")
 OURS, POWERTOOLS = "#1f6fb2", "#bdbdbd"
-#: Fixed look and output: the fonts come with matplotlib (nothing fetched), the text stays text.
+#: Fixed look and output: the font comes with matplotlib (nothing fetched) and the text is drawn
+#: as paths, so a browser without that font shows the same chart.
 STYLE = {
     "svg.hashsalt": "idempotent-lambda",
-    "svg.fonttype": "none",
+    "svg.fonttype": "path",
     "font.family": "DejaVu Sans",
     "font.size": 10,
     "axes.spines.top": False,
@@ -62,8 +66,10 @@ def batch(results: dict[str, Any], library: str, source: str) -> dict[str, float
 def ratios(results: dict[str, Any], field: str) -> list[float]:
     """Return ours / Powertools for ``field`` of each source's first delivery."""
     return [
-        batch(results, "now", source)[field] / batch(results, "powertools", source)[field]
-        for source in SOURCES
+        ours / theirs
+        for ours, theirs in zip(
+            fields(results, "now", field), fields(results, "powertools", field), strict=True
+        )
     ]
 
 
@@ -103,8 +109,15 @@ def bars(
     axes.margins(y=0.15)
 
 
-def figure(draw: Callable[[Any], None], size: tuple[float, float], panels: int = 1) -> str:
-    """Return the SVG text of a figure of ``panels`` axes that ``draw`` fills."""
+def figure(
+    draw: Callable[[Any], None],
+    size: tuple[float, float],
+    title: str,
+    run: dict[str, Any],
+    panels: int = 1,
+) -> str:
+    """Return the SVG text of a figure of ``panels`` axes that ``draw`` fills, with ``title``
+    above and the run's note below."""
     from matplotlib import rc_context
     from matplotlib.figure import Figure
 
@@ -112,6 +125,8 @@ def figure(draw: Callable[[Any], None], size: tuple[float, float], panels: int =
         fig = Figure(figsize=size, layout="constrained")
         axes = fig.subplots(1, panels)
         draw(axes)
+        fig.suptitle(title, fontsize=11)
+        fig.supxlabel(note(run), fontsize=8, color="#555555")
         out = io.StringIO()
         fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     return out.getvalue()
@@ -119,18 +134,14 @@ def figure(draw: Callable[[Any], None], size: tuple[float, float], panels: int =
 
 def batch_chart(results: dict[str, Any], field: str, title: str, fmt: str) -> str:
     """Return a chart of ``field`` of a first delivery per source, ours against Powertools."""
-    run = results["batches"]["run"]
 
     def draw(axes: Any) -> None:
-        ours = [batch(results, "now", s)[field] for s in SOURCES]
-        theirs = [batch(results, "powertools", s)[field] for s in SOURCES]
         labels = [f"{s}\n{r:.2f}x" for s, r in zip(SOURCES, ratios(results, field), strict=True)]
-        bars(axes, labels, ours, theirs, fmt)
-        axes.set_title(f"{title}\n{note(run)}", fontsize=10)
-        axes.set_xlabel(f"source (ours / Powertools); {BATCH_SIZE} records, first delivery")
+        bars(axes, labels, fields(results, "now", field), fields(results, "powertools", field), fmt)
+        axes.set_xlabel(f"source, ours / Powertools ({BATCH_SIZE} records, first delivery)")
         axes.legend(frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
 
-    return figure(draw, (8, 3.6))
+    return figure(draw, (8, 3.6), title, results["batches"]["run"])
 
 
 def invocation_chart(results: dict[str, Any]) -> str:
@@ -138,7 +149,9 @@ def invocation_chart(results: dict[str, Any]) -> str:
     rows = results["invocation"]["cpu"]
 
     def draw(panels: Any) -> None:
-        for axes, event in zip(panels, ("small", "large"), strict=True):
+        for axes, event, unit, scale in zip(
+            panels, ("small", "large"), ("µs", "ms"), (1, 1000), strict=True
+        ):
             mine = [row for row in rows if row["event"] == event]
             labels = [
                 f"{row['config'].replace('key + validation', 'key+valid.')}\n{row['path']}\n"
@@ -148,20 +161,18 @@ def invocation_chart(results: dict[str, Any]) -> str:
             bars(
                 axes,
                 labels,
-                [row["overhead_us"]["ours"] for row in mine],
-                [row["overhead_us"]["powertools"] for row in mine],
-                ".0f",
+                [row["overhead_us"]["ours"] / scale for row in mine],
+                [row["overhead_us"]["powertools"] / scale for row in mine],
+                ".0f" if scale == 1 else ".1f",
             )
-            axes.set_title(f"{event} event ({mine[0]['event_kb']} KB): µs per call", fontsize=10)
+            axes.set_title(
+                f"{event} event ({mine[0]['event_kb']} KB): {unit} per call", fontsize=10
+            )
             axes.tick_params(axis="x", labelsize=8)
         panels[1].legend(frameon=False, loc="upper left")
-        panels[0].figure.suptitle(
-            "CPU overhead per invocation over a bare handler (in-memory stores)\n"
-            + note(results["invocation"]["run"]),
-            fontsize=10,
-        )
 
-    return figure(draw, (10, 4), panels=2)
+    title = "CPU overhead per invocation over a bare handler (in-memory stores), ours / Powertools"
+    return figure(draw, (10, 4), title, results["invocation"]["run"], panels=2)
 
 
 def cold_start_chart(results: dict[str, Any]) -> str:
@@ -174,7 +185,7 @@ def cold_start_chart(results: dict[str, Any]) -> str:
         drawn = axes.barh(
             [name for name, _ in rows][::-1],
             [row["median_ms"] for _, row in rows][::-1],
-            color=[POWERTOOLS, POWERTOOLS, OURS],
+            color=["#e0e0e0", POWERTOOLS, OURS],
         )
         axes.bar_label(
             drawn,
@@ -183,16 +194,13 @@ def cold_start_chart(results: dict[str, Any]) -> str:
             padding=2,
         )
         axes.margins(x=0.2)
-        axes.set_title(
-            "Cold start: importing the handler's names, median of "
-            f"{ours['runs']} fresh interpreters (ours / Powertools "
-            f"{ours['median_ms'] / theirs['median_ms']:.2f}x)\n"
-            + note(results["invocation"]["run"]),
-            fontsize=10,
+        axes.set_xlabel(
+            f"ms, median of {ours['runs']} fresh interpreters; ours / Powertools "
+            f"{ours['median_ms'] / theirs['median_ms']:.2f}x"
         )
-        axes.set_xlabel("ms")
 
-    return figure(draw, (8, 2.6))
+    title = "Cold start: importing the handler's names"
+    return figure(draw, (8, 2.8), title, results["invocation"]["run"])
 
 
 def charts(results: dict[str, Any]) -> dict[str, str]:
@@ -202,55 +210,67 @@ def charts(results: dict[str, Any]) -> dict[str, str]:
         "batch-requests.svg": batch_chart(
             results, "first_req", "DynamoDB requests per record", ".2f"
         ),
-        "batch-cpu.svg": batch_chart(
-            results, "first_cpu_us", "Client CPU per record (µs)", ".0f"
-        ),
+        "batch-cpu.svg": batch_chart(results, "first_cpu_us", "Client CPU per record (µs)", ".0f"),
         "invocation-cpu.svg": invocation_chart(results),
         "cold-start.svg": cold_start_chart(results),
     }
 
 
-def span(values: Sequence[float], fmt: str) -> str:
-    """Return ``low to high`` (or one value when they round alike)."""
-    low, high = format(min(values), fmt), format(max(values), fmt)
+def span(values: Sequence[float], fmt: str, unit: str = "") -> str:
+    """Return ``low to high`` (or one value when they round alike), each followed by ``unit``."""
+    low, high = format(min(values), fmt) + unit, format(max(values), fmt) + unit
     return low if low == high else f"{low} to {high}"
 
 
+def prose(text: str) -> str:
+    """Return ``text`` wrapped as the pages wrap their paragraphs."""
+    return textwrap.fill(text, width=96, break_long_words=False, break_on_hyphens=False)
+
+
+def fields(results: dict[str, Any], library: str, field: str) -> list[float]:
+    """Return ``field`` of each source's first delivery for ``library``."""
+    return [batch(results, library, source)[field] for source in SOURCES]
+
+
 def summary(results: dict[str, Any]) -> list[str]:
-    """Return the figures both pages quote, as Markdown: a sentence and a table per source."""
+    """Return the figures both pages quote, as Markdown: a sentence, a table per source, a
+    sentence."""
     run = results["batches"]["run"]
     small = [row for row in results["invocation"]["cpu"] if row["event"] == "small"]
     ours, theirs = statement(results, HANDLER_IMPORT), statement(results, POWERTOOLS_IMPORT)
-    rows = [
-        f"| {source} | {mine['first_req']:.2f} / {pt['first_req']:.2f} "
-        f"| {mine['first_ms']:.0f} / {pt['first_ms']:.0f} ({mine['first_ms'] / pt['first_ms']:.2f}x) "
-        f"| {mine['first_cpu_us']:.0f} / {pt['first_cpu_us']:.0f} "
-        f"({mine['first_cpu_us'] / pt['first_cpu_us']:.2f}x) |"
-        for source in SOURCES
-        for mine, pt in [(batch(results, "now", source), batch(results, "powertools", source))]
-    ]
+    rows = []
+    for source in SOURCES:
+        mine, pt = batch(results, "now", source), batch(results, "powertools", source)
+        cells = [f"{mine['first_req']:.2f} / {pt['first_req']:.2f}"]
+        for field in ("first_ms", "first_cpu_us"):
+            cells.append(f"{mine[field]:.0f} / {pt[field]:.0f} ({mine[field] / pt[field]:.2f}x)")
+        rows.append(f"| {source} | {' | '.join(cells)} |")
     cpu_ratios = [row["overhead_us"]["ours"] / row["overhead_us"]["powertools"] for row in small]
     return [
-        f"Measured {run['date']} against Powertools {run['packages']['aws-lambda-powertools']} "
-        f"on a {run['nproc']}-vCPU machine shared with other jobs (load average "
-        f"{run['load_before'][0]:.1f} as the batch run began), so absolute times are noisy; "
-        "each ratio compares the two libraries side by side in one run. A batch of "
-        f"{BATCH_SIZE} records, first delivery, on real botocore clients against moto's DynamoDB "
-        "server behind 5 ms, each library with its own client (`kafka-fail`: one record a "
-        "tenth of the way in fails), medians of the runs:",
+        prose(
+            f"Measured {run['date']} at commit {run['commit']} against Powertools "
+            f"{run['packages']['aws-lambda-powertools']} on a {run['nproc']}-vCPU machine shared "
+            f"with other jobs (load average {run['load_before'][0]:.1f} as the batch run began), "
+            "so absolute times are noisy; each ratio compares the two libraries side by side in "
+            f"one run. A batch of {BATCH_SIZE} records, first delivery, on real botocore clients "
+            "against moto's DynamoDB server behind 5 ms, each library with its own client "
+            "(`kafka-fail`: one record a tenth of the way in fails), medians of the runs:"
+        ),
         "",
-        "| source | DynamoDB requests per record (ours / Powertools) | wall ms | "
-        "client CPU µs per record |",
+        "| source | DynamoDB requests per record (ours / Powertools) | wall ms (ours / PT) | "
+        "client CPU µs per record (ours / PT) |",
         "|---|---|---|---|",
         *rows,
         "",
-        f"Requests per record: {span([batch(results, 'now', s)['first_req'] for s in SOURCES], '.2f')}"
-        f" against {span([batch(results, 'powertools', s)['first_req'] for s in SOURCES], '.2f')};"
-        f" client CPU {span(ratios(results, 'first_cpu_us'), '.2f')}x Powertools' on every "
-        f"source. Per invocation (in-memory stores, a {small[0]['event_kb']} KB API Gateway "
-        f"event): {span(cpu_ratios, '.2f')}x Powertools' CPU overhead. A cold start imports the "
-        f"handler's names in {ours['median_ms']:.0f} ms against Powertools' "
-        f"{theirs['median_ms']:.0f} ms ({ours['median_ms'] / theirs['median_ms']:.2f}x).",
+        prose(
+            f"Requests per record: {span(fields(results, 'now', 'first_req'), '.2f')} against "
+            f"{span(fields(results, 'powertools', 'first_req'), '.2f')}; client CPU "
+            f"{span(ratios(results, 'first_cpu_us'), '.2f', 'x')} Powertools' on every source. Per "
+            f"invocation (in-memory stores, a {small[0]['event_kb']} KB API Gateway event): "
+            f"{span(cpu_ratios, '.2f', 'x')} Powertools' CPU overhead. A cold start imports the "
+            f"handler's names in {ours['median_ms']:.0f} ms against Powertools' "
+            f"{theirs['median_ms']:.0f} ms ({ours['median_ms'] / theirs['median_ms']:.2f}x)."
+        ),
     ]
 
 
