@@ -300,8 +300,7 @@ def page_block(results: dict[str, Any]) -> str:
         [
             *summary(results),
             "",
-            *[f"![{title}](assets/charts/{name})" for name, title in titles.items()],
-            "",
+            *[f"![{title}](assets/charts/{name})\n" for name, title in titles.items()],
             "Commands of this run (`make bench-json` runs both):",
             "",
             "```sh",

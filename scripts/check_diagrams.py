@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     count = sum(len(sources) for sources in pages.values())
     print(f"diagrams: {count} on {len(pages)} pages, each drawn offline in headless Chromium")
-    print(f"images: every one loaded on {len(image_pages(Path(args[0])))} pages")
+    print(f"images on {len(image_pages(Path(args[0])))} page(s): all loaded offline")
     return 0
 
 
