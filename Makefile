@@ -136,8 +136,9 @@ docs: $(DOCS_STAMP) $(MERMAID_STAMP)
 
 # Then the built pages are read for what --strict lets through: reStructuredText remnants of
 # docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths written as text
-# (scripts/check_site.py), and every diagram is drawn in headless Chromium with no network
-# (scripts/check_diagrams.py: Chromium missing fails it).
+# (scripts/check_site.py), and every diagram is drawn and every image (the benchmark charts)
+# loaded in headless Chromium with no network (scripts/check_diagrams.py: Chromium missing
+# fails it).
 docs-check: $(DOCS_STAMP) $(MERMAID_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
