@@ -16,9 +16,14 @@ from scripts import charts
 from scripts.check_diagrams import check_page, chromium, image_pages, serving
 
 
-def test_committed_charts_and_figures_are_what_the_json_draws() -> None:
+@pytest.fixture(scope="module")
+def drawn() -> dict[Path, str]:
+    """Draw every chart and figure block once from the committed JSON."""
+    return charts.outputs(charts.load())
+
+
+def test_committed_charts_and_figures_are_what_the_json_draws(drawn: dict[Path, str]) -> None:
     """Every chart, and the README's and benchmarks page's figures, match a fresh drawing."""
-    drawn = charts.outputs(charts.load())
     stale = [
         path.relative_to(charts.ROOT).as_posix()
         for path, text in drawn.items()
@@ -28,9 +33,9 @@ def test_committed_charts_and_figures_are_what_the_json_draws() -> None:
     assert sorted(charts.CHARTS.glob("*.svg")) == sorted(p for p in drawn if p.suffix == ".svg")
 
 
-def test_a_chart_carries_no_date_and_names_the_shared_machine() -> None:
+def test_a_chart_carries_no_date_and_names_the_shared_machine(drawn: dict[Path, str]) -> None:
     """The SVG has no timestamp (the same JSON gives the same bytes) and says the run was noisy."""
-    svg = charts.charts(charts.load())["batch-requests.svg"]
+    svg = drawn[charts.CHARTS / "batch-requests.svg"]
     assert "<dc:date>" not in svg
     assert "shared with other jobs" in svg
 
@@ -41,11 +46,12 @@ def test_a_figure_block_needs_its_markers() -> None:
         charts.replace_block("no markers here", "charts:readme", "figures")
 
 
-def test_the_benchmarks_page_shows_every_chart(docs_site: Path) -> None:
+def test_the_benchmarks_page_shows_every_chart(docs_site: Path, drawn: dict[Path, str]) -> None:
     """The built page links each chart, and the site check opens it."""
     page = (docs_site / "benchmarks" / "index.html").read_text(encoding="utf-8")
-    for name in charts.charts(charts.load()):
-        assert f'src="../assets/charts/{name}"' in page
+    for path in drawn:
+        if path.suffix == ".svg":
+            assert f'src="../assets/charts/{path.name}"' in page
     assert "benchmarks" in image_pages(docs_site)
 
 
