@@ -12,9 +12,10 @@ DEMO_STAMP := $(VENV)/.demo
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
 RELEASE_STAMP := $(VENV)/.release
+CHARTS_STAMP := $(VENV)/.charts
 
-.PHONY: demo test test-pythons lint typecheck unit bench clean docs docs-check package-check dynalite \
-	stepfunctions-tools mermaid system-tools simulate soak simulate-mutants
+.PHONY: demo test test-pythons lint typecheck unit bench bench-json charts clean docs docs-check \
+	package-check dynalite stepfunctions-tools mermaid system-tools simulate soak simulate-mutants
 
 # Debian's packages the checks use: chromium (the docs looked at in a browser), npm (mermaid,
 # dynalite, the Step Functions checkers) and redis-server (the Redis store's tests, which skip
@@ -135,8 +136,9 @@ docs: $(DOCS_STAMP) $(MERMAID_STAMP)
 
 # Then the built pages are read for what --strict lets through: reStructuredText remnants of
 # docstrings (==== rules, ``literals``, :: markers, :class: roles) and docs paths written as text
-# (scripts/check_site.py), and every diagram is drawn in headless Chromium with no network
-# (scripts/check_diagrams.py: Chromium missing fails it).
+# (scripts/check_site.py), and every diagram is drawn and every image (the benchmark charts)
+# loaded in headless Chromium with no network (scripts/check_diagrams.py: Chromium missing
+# fails it).
 docs-check: $(DOCS_STAMP) $(MERMAID_STAMP)
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site" && \
@@ -174,6 +176,25 @@ test-pythons:
 bench: $(STAMP)
 	$(BIN)/pip install --quiet --group bench
 	$(BIN)/python -m benchmarks.run
+
+# The figures of the charts and of the README, refreshed: the CPU, round-trip and import suites,
+# then 100-record batches on real clients, written to benchmarks/results/*.json (commit them,
+# then `make charts`). About 6 minutes on a shared 2-core machine.
+bench-json: $(STAMP)
+	$(BIN)/pip install --quiet --group bench
+	$(BIN)/python -m benchmarks.run --json benchmarks/results/invocation.json
+	$(BIN)/python -m benchmarks.bench_pipeline_cpu --runs 3 --sizes 100 --client own \
+		--timeout-s 60 --json benchmarks/results/batches.json
+
+$(CHARTS_STAMP): pyproject.toml | $(BASE_STAMP)
+	$(BIN)/pip install --quiet --group charts
+	touch $(CHARTS_STAMP)
+
+# docs/assets/charts/*.svg and the figures between the `charts` markers of README.md and
+# docs/benchmarks.md, drawn from benchmarks/results/*.json (scripts/charts.py; the same JSON
+# draws the same bytes, which tests/functional/test_charts.py checks).
+charts: $(CHARTS_STAMP)
+	$(BIN)/python scripts/charts.py
 
 # template.yaml: cfn-lint, sam validate --lint, and sam build of a copy of template.yaml and
 # samples/ in an empty folder, the library coming from the checkout's wheel through

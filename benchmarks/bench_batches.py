@@ -45,10 +45,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchmarks import results as results_json
 from benchmarks.bench_sqs import REGION, BenchmarkError, LambdaContext, moto_endpoint
+from benchmarks.report import command_line
 
 Handler = Callable[[dict[str, Any], Any], Any]
 #: Build a batch handler on (kind, table, client, record handler body).
@@ -506,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-ms", type=float, default=0.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--in-process", action="store_true", help="run moto in this process")
+    parser.add_argument("--json", help="also write every delivery, with the run's facts, here")
     args = parser.parse_args(argv)
     os.environ.pop("POWERTOOLS_IDEMPOTENCY_DISABLED", None)
     os.environ.pop("IDEMPOTENCY_DISABLED", None)
@@ -521,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark aborted: {exc}", file=sys.stderr)
         return 1
     print(report(results, answers, floor, args))
+    if args.json:
+        run = results_json.run_info(command_line("benchmarks.bench_batches"), None)
+        results_json.write(args.json, {"run": run, "results": [asdict(r) for r in results]})
     return 0
 
 

@@ -41,8 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_batches, bench_batches_parallel, bench_kinesis_kafka
+from benchmarks import results as results_json
 from benchmarks.bench_batches_parallel import Latency
 from benchmarks.bench_sqs import LambdaContext
+from benchmarks.report import command_line
 
 SOURCES = ("sqs", "fifo", "stream", "kinesis", "kafka")
 SIZES = (10, 100, 1000)
@@ -247,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--warm", action="store_true", help="one batch through each handler first")
+    parser.add_argument("--json", help="also write every repeat's results, with the run's facts")
     args = parser.parse_args(argv)
     sizes = tuple(int(n) for n in args.sizes.split(","))
     runs = []
@@ -260,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     print(report(runs, sizes))
+    if args.json:
+        run = results_json.run_info(command_line("benchmarks.bench_pipeline"), None)
+        results_json.write(args.json, {"run": run, "runs": runs})
     return 0
 
 

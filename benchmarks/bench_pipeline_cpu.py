@@ -35,20 +35,20 @@ Run: ``python -m benchmarks.bench_pipeline_cpu --before /tmp/il-before-lib`` (ne
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import boto3.session
 
 from benchmarks import bench_batches, bench_kinesis_kafka
+from benchmarks import results as results_json
 from benchmarks.bench_pipeline import SOURCES, identifier, in_before, make_event, raw_records
 from benchmarks.bench_sqs import LambdaContext, moto_endpoint
+from benchmarks.report import command_line
 
 
 def make_client(endpoint: str, latency_ms: float) -> Any:
@@ -281,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10,100,1000", help="batch sizes, comma-separated")
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--in-process", action="store_true", help="run moto in this process")
-    parser.add_argument("--json", help="also write the raw medians to this file")
+    parser.add_argument(
+        "--json", help="also write the medians, with the run's facts, to this file (make charts)"
+    )
     parser.add_argument(
         "--client",
         choices=("user", "own"),
@@ -291,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=600.0, help="the Lambda's deadline")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
-    started = time.perf_counter()
+    started, load = time.perf_counter(), os.getloadavg()
     with moto_endpoint(args.in_process) as endpoint:
         common = (endpoint, args.latency_ms, args.runs)
         results: dict[str, Any] = {}
@@ -314,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         results["now"], results["powertools"] = side["ours"], side["powertools"]
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        run = results_json.run_info(command_line("benchmarks.bench_pipeline_cpu"), load)
+        results_json.write(args.json, {"run": {**run, "client": args.client}, **results})
     print(report(results, sizes))
     print(f"\n(took {time.perf_counter() - started:.0f} s)")
     return 0

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from benchmarks import cpu, imports, roundtrips
 
@@ -50,19 +51,32 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
+def machine_facts(load_before: tuple[float, float, float] | None) -> dict[str, Any]:
+    """Return where and with what the benchmarks ran, as values (the JSON results keep them)."""
+    return {
+        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "cpu": _cpu_model(),
+        "nproc": os.cpu_count(),
+        "load_before": [round(v, 2) for v in load_before] if load_before is not None else None,
+        "python": f"{platform.python_version()} ({platform.python_implementation()})",
+        "system": f"{platform.system()} {platform.release()}",
+        "packages": {
+            name: _version(name)
+            for name in ("aws-lambda-powertools", "boto3", "jmespath", "moto", "pydantic")
+        },
+    }
+
+
 def machine(load_before: tuple[float, float, float] | None) -> list[str]:
     """Return bullet lines describing where and with what the benchmarks ran."""
+    facts = machine_facts(load_before)
     load = ", ".join(f"{value:.2f}" for value in load_before) if load_before is not None else "n/a"
-    versions = ", ".join(
-        f"{name} {_version(name)}"
-        for name in ("aws-lambda-powertools", "boto3", "jmespath", "moto", "pydantic")
-    )
+    versions = ", ".join(f"{name} {version}" for name, version in facts["packages"].items())
     return [
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- CPU: {_cpu_model()}; nproc: {os.cpu_count()}",
+        f"- Date: {facts['date']}",
+        f"- CPU: {facts['cpu']}; nproc: {facts['nproc']}",
         f"- Load average (1/5/15 min) when the run started: {load}",
-        f"- Python {platform.python_version()} ({platform.python_implementation()}), "
-        f"{platform.system()} {platform.release()}",
+        f"- Python {facts['python']}, {facts['system']}",
         f"- Packages: {versions}",
     ]
 
@@ -278,6 +292,6 @@ def write(path: Path, block: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def command_line() -> str:
+def command_line(module: str = "benchmarks.run") -> str:
     """Return the command as typed, for the record."""
-    return " ".join(["python -m benchmarks.run", *sys.argv[1:]])
+    return " ".join([f"python -m {module}", *sys.argv[1:]])

@@ -1,7 +1,8 @@
 """Entry point: ``python -m benchmarks.run [options]`` (``make bench`` runs it with none).
 
 Runs the selected suites (all by default) side by side against Powertools, prints a Markdown
-report and, with ``--write``, puts it into ``docs/benchmarks.md`` between the result markers.
+report and, with ``--write``, puts it into ``docs/benchmarks.md`` between the result markers;
+with ``--json PATH`` it also writes the results as JSON (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks import cpu, imports, report, roundtrips
+from benchmarks import results as results_json
 from benchmarks.events import event_factories
 
 SUITES = ("cpu", "roundtrips", "imports")
@@ -67,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"write the report between the markers of PATH (default: {DEFAULT_DOC})",
     )
     parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help="also write the results as JSON to PATH (what `make charts` draws from)",
+    )
+    parser.add_argument(
         "--check", action="store_true", help="exit with status 1 when a guard is missed"
     )
     return parser
@@ -107,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write is not None:
         report.write(args.write, block)
         _progress(f"wrote {args.write}")
+    if args.json is not None:
+        results_json.write(args.json, results_json.suites_json(results))
+        _progress(f"wrote {args.json}")
     return 1 if args.check and report.failed_targets(results) else 0
 
 

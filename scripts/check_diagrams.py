@@ -9,8 +9,9 @@ MkDocs to draw the diagrams, then reports what each one became. A page fails whe
 not an SVG (the raw source is left, or an error is drawn instead), when an SVG lacks a label of
 its source (a participant, a message, a state, a node), or when the page asked for anything not
 on 127.0.0.1 for a script or for mermaid (a CDN). The theme's web font and the repository
-widget's GitHub calls are left to fail: they are not the diagrams'. Chromium missing is a
-failure too, never a skip.
+widget's GitHub calls are left to fail: they are not the diagrams'. Every page with an image
+(the benchmark charts) is opened the same way, and fails when an image does not load. Chromium
+missing is a failure too, never a skip.
 
 Prints `page: what` for each finding and exits 1; prints a summary and exits 0 when there is
 none. `make docs-check` runs it; tests/functional/test_docs_diagrams.py runs it on the site and
@@ -36,6 +37,7 @@ from pathlib import Path
 
 #: A diagram as Material's custom fence writes it (pymdownx.superfences, fence_code_format).
 DIAGRAM = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>', re.DOTALL)
+IMAGE = re.compile(r"<img\b")
 PROBE_NAME = "_diagram_probe.html"
 #: Put first in <head>: Material draws each diagram into a closed shadow root, which the probe
 #: opens so that it can read the SVG. Waits (in Chromium's virtual time, which a loaded machine
@@ -64,6 +66,8 @@ PROBE = """<script>(() => {
         .map((e) => e.textContent)
         .filter((text) => /^\\s*(%%.*\\s*)*(stateDiagram|sequenceDiagram|flowchart)/.test(text)))],
       errors: document.body.innerText.includes("Syntax error"),
+      images: [...document.images].filter((img) => !img.complete || img.naturalWidth === 0)
+        .map((img) => img.getAttribute("src")),
       offsite: performance.getEntriesByType("resource")
         .filter((e) => e.initiatorType === "script" || e.name.includes("mermaid"))
         .map((e) => e.name).filter((name) => !name.startsWith(location.origin)),
@@ -103,6 +107,15 @@ def diagram_pages(site: Path) -> dict[str, list[str]]:
             folder = path.parent.relative_to(site).as_posix()
             pages["" if folder == "." else folder] = sources
     return pages
+
+
+def image_pages(site: Path) -> list[str]:
+    """Return each page of ``site`` that shows an image (its folder, "" for the home page)."""
+    return [
+        "" if path.parent == site else path.parent.relative_to(site).as_posix()
+        for path in sorted(site.rglob("index.html"))
+        if IMAGE.search(path.read_text(encoding="utf-8"))
+    ]
 
 
 def labels(source: str) -> list[str]:
@@ -190,8 +203,8 @@ def check_page(browser: str, site: Path, base: str, page: str, sources: list[str
     if match is None:
         return ["the probe did not report (the page did not load)"]
     report = json.loads(html.unescape(match.group(1)))
-    problems: list[str] = []
-    if not report["loaded"]:
+    problems = [f"image did not load: {src}" for src in report["images"]]
+    if sources and not report["loaded"]:
         problems.append("the local mermaid script did not load")
     if report["offsite"]:
         problems.append(f"requests off 127.0.0.1: {report['offsite']}")
@@ -218,8 +231,9 @@ def check_site(site: Path) -> tuple[dict[str, list[str]], list[Finding]]:
     if not (site / "javascripts/mermaid.min.js").is_file():
         return pages, [Finding("-", "javascripts/mermaid.min.js is not in the site")]
     findings: list[Finding] = []
+    shown = {page: pages.get(page, []) for page in sorted({*pages, *image_pages(site)})}
     with serving(site) as base:
-        for page, sources in pages.items():
+        for page, sources in shown.items():
             problems = check_page(browser, site, base, page, sources)
             findings += [Finding(page or "(home)", problem) for problem in problems]
     return pages, findings
@@ -242,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     count = sum(len(sources) for sources in pages.values())
     print(f"diagrams: {count} on {len(pages)} pages, each drawn offline in headless Chromium")
+    print(f"images on {len(image_pages(Path(args[0])))} page(s): all loaded offline")
     return 0
 
 
