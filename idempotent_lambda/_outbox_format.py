@@ -34,8 +34,10 @@ _KEY = re.compile(r"(?:^|#)outbox#[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 ID_NAMESPACE = uuid.UUID("5b0c3f0e-6a43-4f4e-9d8e-0d1f6f0c7a11")
 #: Namespace of the UUIDv5 slots of a claim's events (a stored format: never change it).
 SLOT_NAMESPACE = uuid.UUID("0c7e44d2-31b6-4a5e-8f0e-6c2b9d1e5a37")
-#: Where the event id goes in the published ``detail`` (read by `event_keys.OUTBOX_EVENT`).
-DETAIL_KEY = "outbox"
+#: Where the event id goes in the published ``detail``, under which name, and the SQS message
+#: field that carries the event when a rule targets a queue (`event_keys.OUTBOX_EVENT` and the
+#: SQS adapter read these).
+DETAIL_KEY, ID_FIELD, QUEUE_BODY = "outbox", "id", "body"
 #: The publisher's EMF metric (unit Seconds) to alarm on: the oldest event a batch found
 #: unpublished.
 AGE_METRIC = "OutboxOldestUnpublishedAge"
@@ -153,7 +155,7 @@ class OutboxEvent:
         stored text as it is, which is a JSON object without an ``outbox`` field (`detail_text`
         and the stores' readers make sure of it): the detail is never parsed or serialised again.
         """
-        outbox = {"id": self.event_id}
+        outbox = {ID_FIELD: self.event_id}
         if trace_parent or self.trace_parent:
             outbox["traceparent"] = str(trace_parent or self.trace_parent)
         head = self.detail.rstrip()[:-1].rstrip()

@@ -40,6 +40,8 @@ of them), so a config with `raise_on_no_idempotency_key=True` refuses the event 
 
 from __future__ import annotations
 
+from idempotent_lambda._outbox_format import DETAIL_KEY, ID_FIELD, QUEUE_BODY
+
 __all__ = [
     "CLOUDFORMATION_CUSTOM_RESOURCE",
     "EVENTBRIDGE",
@@ -68,10 +70,9 @@ S3 = (
 
 #: An outbox event: its outbox id, account and source, in the EventBridge event or in an SQS
 #: message's body. (``x && [...]``: a list of nulls is truthy in JMESPath, so no id, no key.)
-OUTBOX_EVENT = (
-    "detail.outbox.id && [detail.outbox.id, account, source] || "
-    "((body && powertools_json(body)) | detail.outbox.id && [detail.outbox.id, account, source])"
-)
+_OUTBOX_ID = f"detail.{DETAIL_KEY}.{ID_FIELD}"
+_OUTBOX_KEY = f"{_OUTBOX_ID} && [{_OUTBOX_ID}, account, source]"
+OUTBOX_EVENT = f"{_OUTBOX_KEY} || (({QUEUE_BODY} && powertools_json({QUEUE_BODY})) | {_OUTBOX_KEY})"
 
 #: A Step Functions task state's payload: the execution's id and the state's name.
 STEP_FUNCTIONS_TASK = "execution_id && state_name && [execution_id, state_name]"

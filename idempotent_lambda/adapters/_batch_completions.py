@@ -42,6 +42,11 @@ What can go wrong, and what it costs:
   body and its conditional completion today. Lambda retries the batch (or the record); until
   the lease ends the record is reported, not run; then it is taken over and runs once more.
   Nothing is lost: the batch answer is sent only after every completion is settled.
+
+The module is a little over the package's usual size because a record's flow (`RecordFlow`),
+the threads it runs on (`WorkerPools`) and the writer that groups its completion
+(`CompletionWriter`) hand a completion from one to the next; split, each would need the others'
+internals.
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ never on how lanes interleave or which way they run, so it is the same whatever
 the lane ends, with the others the lane gives up (in one request while their leases allow it);
 if that fails, its lease (the invocation's remaining time) ends and the next delivery takes the
 record over.
+
+The two ways a lane runs stay in this one module, past the package's usual size, because they
+share `BatchProgress` and the rules above: reading them side by side is how one checks that they
+report the same records.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from idempotent_lambda._entry import keyword_only
+from idempotent_lambda._outbox_format import QUEUE_BODY
 from idempotent_lambda.adapters import _batch_exports
 from idempotent_lambda.adapters._batch import BatchHandler
 from idempotent_lambda.adapters._batch_exports import *  # noqa: F403 - see __all__
@@ -224,5 +225,5 @@ SOURCE: BatchSource[SQSRecord] = BatchSource(
     default_key=at("messageId"),
     chain=_chain,
     first_delivery=lambda raw: _receive_count(raw) == "1",
-    carrier=at("body"),  # an outbox event that a rule put on the queue, as JSON text
+    carrier=at(QUEUE_BODY),  # an outbox event that a rule put on the queue, as JSON text
 )

@@ -71,3 +71,14 @@ def test_a_forged_event_with_the_real_id_never_shares_its_key(field: str) -> Non
 def test_an_event_without_an_outbox_id_has_no_key(payload: dict[str, Any]) -> None:
     """No id: no key at all (never a list of nulls, which JMESPath counts as a value)."""
     assert material(payload) is None
+
+
+def test_the_preset_is_the_documented_expression_built_from_the_format_constants() -> None:
+    """The preset is a JMESPath string by contract: built from `_outbox_format`'s names, it
+    still reads as DESIGN's expression, so a renamed constant cannot move the key unnoticed."""
+    by_hand = (
+        "detail.outbox.id && [detail.outbox.id, account, source] || "
+        "((body && powertools_json(body)) | "
+        "detail.outbox.id && [detail.outbox.id, account, source])"
+    )
+    assert by_hand == event_keys.OUTBOX_EVENT

@@ -1,8 +1,15 @@
-"""The production store: one DynamoDB item per idempotency key, written with conditional puts."""
+"""The production store: one DynamoDB item per idempotency key, written with conditional puts.
+
+It is longer than the package's other modules because each of the store's operations (claim,
+complete, release, get, get_many, and the unconditional grouped writes' entry points) is written
+inline, one round trip each, so a reader sees every request a call makes in one place; item
+layout, transactions, S3 offloads, grouped writes and operator methods live beside it.
+"""
 
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -159,21 +166,15 @@ class DynamoDBPersistenceLayer(OperatorMethods, OutboxMethods, GroupedWriteMetho
             boto_config=boto_config,
         )
         self._counted: object = None  # the client whose requests are counted
-        self._client: LazyClient[DynamoDBClient] = LazyClient(
+        dynamodb = functools.partial(
+            LazyClient,
             "dynamodb",
-            client=boto3_client,
             session=boto3_session,
             boto_config=boto_config,
             defaults=DYNAMODB_DEFAULTS,
         )
-        self._grouped: LazyClient[DynamoDBClient] = LazyClient(
-            "dynamodb",
-            client=None,
-            session=boto3_session,
-            boto_config=boto_config,
-            defaults=DYNAMODB_DEFAULTS,
-            overrides=GROUPED_WRITES,
-        )
+        self._client: LazyClient[DynamoDBClient] = dynamodb(client=boto3_client)
+        self._grouped: LazyClient[DynamoDBClient] = dynamodb(client=None, overrides=GROUPED_WRITES)
 
     @property
     def table_name(self) -> str:
