@@ -1,14 +1,20 @@
-"""Read the package's import graph from its source, check its layers, and draw it.
+"""Read a package's import graph from its source, check its layers, and draw it.
 
-Usage: `python scripts/import_graph.py` prints the drawing; `--write` writes it to
-`docs/import-graph.inc`, which docs/architecture.md includes (tests/unit/test_import_graph.py
-checks that the committed file is what this script draws now).
+Two packages are read: the library, with `LAYERS`, and the sample, samples/, with
+`SAMPLE_LAYERS`. Every function takes the package and its table; the defaults are the library's.
+
+Usage: `python scripts/import_graph.py` prints both drawings; `--write` writes them to
+`docs/import-graph.inc`, which docs/architecture.md includes, and `docs/sample-import-graph.inc`,
+which docs/sample-app.md includes (tests/unit/test_import_graph.py and
+tests/functional/test_sample_imports.py check that the committed files are what this script
+draws now).
 
 Every import counts: a lazy one inside a function, one under ``if TYPE_CHECKING:``, and the
 parent packages of a dotted one (importing ``a.b.c`` runs ``a/b/__init__.py`` first), except
 those the importing module sits in, which have already run. The package's own ``__init__.py``
-imports its names on first use and is left out of the parents. `LAYERS` is the one table of
-layers: the docs show it, and the test checks that no import goes from a layer to a later one.
+imports its names on first use and is left out of the parents (the sample's is a docstring). A
+package's table of layers is the one place its layers are named: the docs show it, and the tests
+check that no import goes from a layer to a later one.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "idempotent_lambda"
 OUTPUT = ROOT / "docs" / "import-graph.inc"
-NAME = PACKAGE.name
+SAMPLES = ROOT / "samples"
+SAMPLE_OUTPUT = ROOT / "docs" / "sample-import-graph.inc"
 
-#: The layers, lowest first: (name, job, modules). A module belongs to the longest entry naming
-#: it or a package above it; ``*`` names the package's own face. Imports go only to the same
-#: layer or an earlier one.
-LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+#: A table of layers, lowest first: (name, job, modules). A module belongs to the longest entry
+#: naming it or a package above it; ``*`` names the package's own face. Imports go only to the
+#: same layer or an earlier one.
+Layers = tuple[tuple[str, str, tuple[str, ...]], ...]
+
+#: The library's layers.
+LAYERS: Layers = (
     (
         "formats",
         "stored formats and the leaves everything reads: errors, record, clock, limits, the "
@@ -99,6 +109,44 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
 )
 
+#: The sample's layers (samples/__init__.py tells what each part is for). The handlers are at
+#: the bottom: `template.yaml` deploys them without the rest, so they import only the library.
+SAMPLE_LAYERS: Layers = (
+    (
+        "app",
+        "the Lambda handlers `template.yaml` deploys; they import only the library",
+        ("app",),
+    ),
+    (
+        "local stand-ins",
+        "what the kit is built on: tables from the template, Lambda-shaped events and stream "
+        "reading, the embedded server",
+        ("local_stack", "local_lambda", "local_server"),
+    ),
+    (
+        "kit",
+        "the app on local tables, and what watches it (decisions, metrics, requests, the "
+        "transcript)",
+        ("local_app", "watchers"),
+    ),
+    (
+        "steps",
+        "the scenario's steps, which the demo and tests/functional run",
+        ("scenario", "outbox_steps", "tracing", "answers"),
+    ),
+    (
+        "demo",
+        "`python -m samples.demo`, and the package's face",
+        ("*", "demo"),
+    ),
+)
+
+#: What `--write` writes: each package, its table and the file its drawing goes to.
+TREES: tuple[tuple[Path, Layers, Path], ...] = (
+    (PACKAGE, LAYERS, OUTPUT),
+    (SAMPLES, SAMPLE_LAYERS, SAMPLE_OUTPUT),
+)
+
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
     """Return the dotted name of a module file of ``package``."""
@@ -159,8 +207,7 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """Return ``graph`` with each folder under the package made one node."""
     folders: dict[str, set[str]] = {}
     for name, targets in graph.items():
-        node = folders.setdefault(folder_of(name), set())
-        node.update(folder_of(t) for t in targets)
+        folders.setdefault(folder_of(name), set()).update(folder_of(t) for t in targets)
     for node, targets in folders.items():
         targets.discard(node)
     return folders
@@ -198,8 +245,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def layer_of(name: str) -> int:
-    """Return the index in `LAYERS` of module ``name`` (a dotted name under the package).
+def layer_of(name: str, layers: Layers = LAYERS) -> int:
+    """Return the index in ``layers`` of module ``name`` (a dotted name under the package).
 
     The longest entry that names the module or a package above it decides.
 
@@ -209,22 +256,22 @@ def layer_of(name: str) -> int:
     short = name.partition(".")[2] or "*"
     matches = [
         (len(member), number)
-        for number, (_, _, members) in enumerate(LAYERS)
+        for number, (_, _, members) in enumerate(layers)
         for member in members
         if short == member or short.startswith(member + ".")
     ]
     if not matches:
-        raise LookupError(f"{name} is in no layer of scripts/import_graph.py's LAYERS")
+        raise LookupError(f"{name} is in no layer of its table in scripts/import_graph.py")
     return max(matches)[1]
 
 
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Return each import that goes from a layer to a later one, as ``a -> b``."""
+def upward_imports(graph: dict[str, set[str]], layers: Layers = LAYERS) -> list[str]:
+    """Return each import that goes from a layer of ``layers`` to a later one, as ``a -> b``."""
     return [
         f"{name} -> {target}"
         for name in sorted(graph)
         for target in sorted(graph[name])
-        if layer_of(target) > layer_of(name)
+        if layer_of(target, layers) > layer_of(name, layers)
     ]
 
 
@@ -232,32 +279,33 @@ def _node_id(name: str) -> str:
     return "m_" + (name.partition(".")[2].replace(".", "_") or "top")
 
 
-def _label(name: str) -> str:
+def _label(name: str, package: Path) -> str:
     short = name.partition(".")[2]
     if not short:
-        return f"{NAME}/__init__"
-    return short + ("/" if (PACKAGE / short).is_dir() else ".py")
+        return f"{package.name}/__init__"
+    return short + ("/" if (package / short).is_dir() else ".py")
 
 
-def draw(graph: dict[str, set[str]]) -> str:
-    """Return the layer table and the drawing (files as nodes, a folder under the package as
+def draw(graph: dict[str, set[str]], package: Path = PACKAGE, layers: Layers = LAYERS) -> str:
+    """Return the layer table and the drawing (files as nodes, a folder under ``package`` as
     one node, grouped by layer, the highest first) as Markdown with a mermaid block."""
     folders = folder_graph(graph)
     lines = ["| layer | modules | job |", "| --- | --- | --- |"]
-    for name, job, members in reversed(LAYERS):
-        shown = ", ".join(f"`{NAME}/__init__`" if m == "*" else f"`{m}`" for m in members)
+    for name, job, members in reversed(layers):
+        face = f"`{package.name}/__init__`"
+        shown = ", ".join(face if m == "*" else f"`{m}`" for m in members)
         lines.append(f"| {name} | {shown} | {job} |")
     lines += ["", "```mermaid", "flowchart TB"]
-    layers: dict[str, int] = {}
+    placed: dict[str, int] = {}
     for name in graph:  # a folder stands in the lowest layer of its modules
         node = folder_of(name)
-        layers[node] = min(layers.get(node, len(LAYERS)), layer_of(name))
-    for number in reversed(range(len(LAYERS))):
-        lines.append(f'  subgraph L{number}["{LAYERS[number][0]}"]')
+        placed[node] = min(placed.get(node, len(layers)), layer_of(name, layers))
+    for number in reversed(range(len(layers))):
+        lines.append(f'  subgraph L{number}["{layers[number][0]}"]')
         lines.extend(
-            f'    {_node_id(node)}["{_label(node)}"]'
+            f'    {_node_id(node)}["{_label(node, package)}"]'
             for node in sorted(folders)
-            if layers[node] == number
+            if placed[node] == number
         )
         lines.append("  end")
     lines.extend(
@@ -270,12 +318,13 @@ def draw(graph: dict[str, set[str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Print the drawing, or write it to `OUTPUT` with ``--write``."""
-    text = draw(import_graph())
-    if argv[1:] == ["--write"]:
-        OUTPUT.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    """Print the drawings of `TREES`, or write each to its file with ``--write``."""
+    for package, layers, output in TREES:
+        text = draw(import_graph(package), package, layers)
+        if argv[1:] == ["--write"]:
+            output.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
     return 0
 
 

@@ -19,8 +19,16 @@ from scripts.check_diagrams import chromium, diagram_pages, serving
 
 #: Where a reader needs a picture (issue 43): the lifecycle on the home page and in Concepts,
 #: the request sequences in Concepts, the batch pipeline, the outbox, the durable claim; and the
-#: import graph in Architecture (issue 42).
-EXPECTED = {"": 1, "concepts": 4, "batches": 1, "outbox": 1, "durable": 1, "architecture": 1}
+#: import graphs in Architecture and the sample's page (issue 42).
+EXPECTED = {
+    "": 1,
+    "concepts": 4,
+    "batches": 1,
+    "outbox": 1,
+    "durable": 1,
+    "architecture": 1,
+    "sample-app": 1,
+}
 
 
 def test_every_diagram_draws_offline(docs_site: Path) -> None:
