@@ -286,16 +286,22 @@ def _label(name: str, package: Path) -> str:
     return short + ("/" if (package / short).is_dir() else ".py")
 
 
+#: Close spacing, so that the drawing, shrunk to the column's width, keeps labels a reader can
+#: make out.
+COMPACT = '%%{init: {"flowchart": {"nodeSpacing": 12, "rankSpacing": 28, "padding": 4}}}%%'
+
+
 def draw(graph: dict[str, set[str]], package: Path = PACKAGE, layers: Layers = LAYERS) -> str:
     """Return the layer table and the drawing (files as nodes, a folder under ``package`` as
-    one node, grouped by layer, the highest first) as Markdown with a mermaid block."""
+    one node, grouped by layer, the highest first; an import that others already imply left
+    out) as Markdown with a mermaid block."""
     folders = folder_graph(graph)
     lines = ["| layer | modules | job |", "| --- | --- | --- |"]
     for name, job, members in reversed(layers):
         face = f"`{package.name}/__init__`"
         shown = ", ".join(face if m == "*" else f"`{m}`" for m in members)
         lines.append(f"| {name} | {shown} | {job} |")
-    lines += ["", "```mermaid", "flowchart TB"]
+    lines += ["", "```mermaid", COMPACT, "flowchart TB"]
     placed: dict[str, int] = {}
     for name in graph:  # a folder stands in the lowest layer of its modules
         node = folder_of(name)
@@ -308,13 +314,33 @@ def draw(graph: dict[str, set[str]], package: Path = PACKAGE, layers: Layers = L
             if placed[node] == number
         )
         lines.append("  end")
+    shown_edges = reduced(folders)
     lines.extend(
         f"  {_node_id(node)} --> {_node_id(target)}"
-        for node in sorted(folders)
-        for target in sorted(folders[node])
+        for node in sorted(shown_edges)
+        for target in sorted(shown_edges[node])
     )
     lines.append("```")
     return "\n".join(lines) + "\n"
+
+
+def reduced(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Return ``graph`` (acyclic) without the edges another path already implies, so the
+    drawing stays readable: what reaches what, and so every layer crossing, is unchanged."""
+
+    def reachable(start: str, skipped: str) -> set[str]:
+        seen: set[str] = set()
+        stack = [t for t in graph.get(start, ()) if t != skipped]
+        while stack:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(graph.get(node, ()))
+        return seen
+
+    return {
+        node: {t for t in targets if t not in reachable(node, t)} for node, targets in graph.items()
+    }
 
 
 def main(argv: list[str]) -> int:
