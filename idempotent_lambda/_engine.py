@@ -21,9 +21,6 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any, NoReturn, TypedDict, TypeVar
 
-from idempotent_lambda._claim import (  # the lease rule's name, read here by other modules too
-    CLOCK_SKEW_TOLERANCE_MS as CLOCK_SKEW_TOLERANCE_MS,  # noqa: PLC0414 - an explicit re-export
-)
 from idempotent_lambda._claim import claim
 from idempotent_lambda._durable_context import (
     DURABLE_LEASE_SECONDS,

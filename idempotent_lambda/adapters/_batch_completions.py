@@ -59,8 +59,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._effects import RUN_BODY, Flow, Pause, StoreCall
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.persistence._aws import error_code
 from idempotent_lambda.persistence.protocol import BatchCompleteStore, PersistenceStore
 from idempotent_lambda.record import IdempotencyRecord

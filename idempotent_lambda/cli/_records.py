@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._clock import SYSTEM_CLOCK
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.cli._connection import client_from, store_from
 from idempotent_lambda.cli._output import (
     NOT_FOUND,

@@ -14,7 +14,7 @@ from idempotent_lambda import (
     IdempotencyRecord,
     Status,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._observability import Outcome
 from idempotent_lambda._record_format import NATIVE, POWERTOOLS
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler

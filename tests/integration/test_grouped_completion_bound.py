@@ -19,7 +19,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig, IdempotencyRecord, Status
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._observability import Decision
 from idempotent_lambda.adapters.kafka import KafkaRecord, idempotent_kafka_handler
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler

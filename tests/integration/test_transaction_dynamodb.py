@@ -34,7 +34,7 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._identity import digest
 from idempotent_lambda.exceptions import (
     IdempotencyTransactionConflictError,

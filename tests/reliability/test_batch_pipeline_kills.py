@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from idempotent_lambda import DynamoDBPersistenceLayer, IdempotencyConfig, Status
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.adapters.kafka import KafkaRecord, idempotent_kafka_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.reliability import _batch_kill_worker as worker

@@ -33,7 +33,7 @@ from idempotent_lambda import (
     _effects,
     idempotent,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.adapters.api_gateway import idempotent_http
 from idempotent_lambda.persistence.base import ClaimOutcome, PersistenceStore
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock

@@ -39,7 +39,7 @@ from idempotent_lambda import (
     Status,
     idempotent,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.persistence.base import ClaimOutcome, store_for_format
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.reliability._faults import FAULTS, FaultInjector, RedisReplyDropper

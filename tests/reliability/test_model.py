@@ -37,7 +37,7 @@ from idempotent_lambda import (
     InMemoryPersistenceLayer,
     Status,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.persistence.base import DEFAULT_COMPRESSION_THRESHOLD_BYTES
 from idempotent_lambda.testing import ManualClock
 

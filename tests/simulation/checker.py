@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._outbox_format import PUBLISHED_AT
 from tests.simulation.history import Entry, History, Write
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 
 #: Where the world's clock starts (2026-01-01T00:00:00Z).
 START_MS = 1_767_225_600_000

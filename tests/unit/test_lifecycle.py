@@ -20,7 +20,7 @@ from idempotent_lambda import (
     Status,
     idempotent,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._identity import digest
 from idempotent_lambda.exceptions import IdempotencyPersistenceConfigError
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock

@@ -22,7 +22,7 @@ from idempotent_lambda import (
     idempotent,
     idempotent_function,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda._tracing import traced, tracer
 from idempotent_lambda.adapters.sqs import SQSRecord, idempotent_sqs_handler
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock

@@ -18,7 +18,7 @@ from idempotent_lambda import (
     _effects,
     idempotent,
 )
-from idempotent_lambda._engine import CLOCK_SKEW_TOLERANCE_MS
+from idempotent_lambda._claim import CLOCK_SKEW_TOLERANCE_MS
 from idempotent_lambda.testing import FakeLambdaContext, ManualClock
 from tests.unit._doubles import Decisions, PollWatchingStore, Runs, SimulatedPauses
 
